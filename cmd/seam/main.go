@@ -1,14 +1,15 @@
+// Command seam runs a llama-family language model on one machine or split
+// across several (pipeline stages), and manages Seam's model containers.
 package main
 
 import (
-	_ "github.com/edsrzf/mmap-go"
-	_ "github.com/prometheus/client_golang/prometheus"
-	_ "github.com/schollz/progressbar/v3"
-	_ "github.com/spf13/cobra"
-	_ "github.com/zeebo/blake3"
-	_ "golang.org/x/sys/cpu"
-	_ "gonum.org/v1/gonum/mat"
-	_ "gonum.org/v1/plot"
+	"fmt"
+	"os"
 )
 
-func main() {}
+func main() {
+	if err := newRootCmd().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "seam:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,200 @@
+// Package loader opens a model from whatever the user points at: a GGUF file,
+// a llama2.c checkpoint, or a Seam container directory, and returns its
+// weights (the whole model, or a stage's layer range) and its tokenizer.
+package loader
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/seamlm/seam/gguf"
+	"github.com/seamlm/seam/llama2c"
+	"github.com/seamlm/seam/model"
+	"github.com/seamlm/seam/tokenizer"
+)
+
+// Format names a model source format.
+type Format string
+
+const (
+	FormatGGUF      Format = "gguf"
+	FormatLlama2c   Format = "llama2c"
+	FormatContainer Format = "container"
+)
+
+// Options select what to load.
+type Options struct {
+	// TokenizerPath is a llama2.c tokenizer file. Required for llama2.c
+	// checkpoints, which carry no vocabulary; it overrides a GGUF's or a
+	// container's own vocabulary when given.
+	TokenizerPath string
+	// First and Last select the layer range [First, Last); Last == 0 means
+	// every layer. Only containers open a range without mapping the rest.
+	First, Last int
+	// NoTokenizer skips loading a vocabulary (middle stages need none).
+	NoTokenizer bool
+}
+
+// Model is a loaded model. Close releases its mappings.
+type Model struct {
+	Path      string
+	Format    Format
+	Weights   *model.Weights
+	Tokenizer *tokenizer.Tokenizer // nil when Options.NoTokenizer
+	closer    io.Closer
+}
+
+// Close unmaps the model's files.
+func (m *Model) Close() error {
+	if m.closer == nil {
+		return nil
+	}
+	return m.closer.Close()
+}
+
+// Detect tells the format of path from its type and first bytes.
+func Detect(path string) (Format, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return "", err
+	}
+	if st.IsDir() {
+		return FormatContainer, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	var magic [4]byte
+	if _, err := io.ReadFull(f, magic[:]); err != nil {
+		return "", fmt.Errorf("%s: too short to be a model file (%d bytes)", path, st.Size())
+	}
+	if string(magic[:]) == "GGUF" {
+		return FormatGGUF, nil
+	}
+	return FormatLlama2c, nil
+}
+
+// Open loads the model at path.
+func Open(path string, opts Options) (*Model, error) {
+	format, err := Detect(path)
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	var m *Model
+	switch format {
+	case FormatGGUF:
+		m, err = openGGUF(path, opts)
+	case FormatLlama2c:
+		m, err = openLlama2c(path, opts)
+	case FormatContainer:
+		m, err = openContainer(path, opts)
+	}
+	if err != nil {
+		return nil, err
+	}
+	m.Path, m.Format = path, format
+	if err := m.restrict(opts); err != nil {
+		m.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+// restrict narrows a whole-file model to the requested layer range. The
+// layers outside it stay mapped (single-file formats cannot avoid that) but
+// are never touched.
+func (m *Model) restrict(opts Options) error {
+	w := m.Weights
+	first, last := opts.First, opts.Last
+	if last == 0 {
+		last = w.Config.NLayers
+	}
+	if first < 0 || first >= last || last > w.Config.NLayers {
+		return fmt.Errorf("%s: layer range [%d, %d) is not within the model's %d layers", m.Path, first, last, w.Config.NLayers)
+	}
+	if first == w.First && last == w.Last {
+		return nil
+	}
+	if first < w.First || last > w.Last {
+		return fmt.Errorf("%s: layer range [%d, %d) is not within the loaded layers [%d, %d)", m.Path, first, last, w.First, w.Last)
+	}
+	part := *w
+	part.First, part.Last = first, last
+	m.Weights = &part
+	return nil
+}
+
+func openGGUF(path string, opts Options) (*Model, error) {
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	m := &Model{closer: f}
+	if m.Weights, err = f.LlamaWeights(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if opts.NoTokenizer {
+		return m, nil
+	}
+	if opts.TokenizerPath != "" {
+		m.Tokenizer, err = loadLlama2cTokenizer(opts.TokenizerPath, m.Weights.Config.VocabSize)
+	} else {
+		m.Tokenizer, err = ggufTokenizer(f, path)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+func ggufTokenizer(f *gguf.File, path string) (*tokenizer.Tokenizer, error) {
+	v, err := f.Vocab()
+	if err != nil {
+		return nil, err
+	}
+	if v.Model != "" && v.Model != "llama" {
+		return nil, fmt.Errorf("%s: tokenizer model %q is not supported (supported: llama)", path, v.Model)
+	}
+	t, err := tokenizer.New(tokenizer.Vocab{Pieces: v.Pieces, Scores: v.Scores, Types: v.Types, BOS: v.BOS, EOS: v.EOS})
+	if err != nil {
+		return nil, fmt.Errorf("%s: vocabulary: %w", path, err)
+	}
+	return t, nil
+}
+
+func openLlama2c(path string, opts Options) (*Model, error) {
+	c, err := llama2c.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	m := &Model{Weights: c.Weights, closer: c}
+	if opts.NoTokenizer {
+		return m, nil
+	}
+	if opts.TokenizerPath == "" {
+		c.Close()
+		return nil, fmt.Errorf("%s: llama2.c checkpoints carry no vocabulary: pass --tokenizer PATH (a llama2.c tokenizer.bin)", path)
+	}
+	if m.Tokenizer, err = loadLlama2cTokenizer(opts.TokenizerPath, c.Weights.Config.VocabSize); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+func loadLlama2cTokenizer(path string, vocabSize int) (*tokenizer.Tokenizer, error) {
+	t, err := tokenizer.LoadLlama2c(path, vocabSize)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
+	return t, nil
+}
+
+// errNoContainer is returned until container support is linked in.
+var errNoContainer = errors.New("container support is not available")
