@@ -1,0 +1,78 @@
+package container
+
+import (
+	"encoding/binary"
+	"math"
+
+	"github.com/zeebo/blake3"
+
+	"github.com/seamlm/seam/model"
+)
+
+// identityDomain starts every identity preimage. It versions the identity
+// scheme, which is independent of the container generation: a new file layout
+// holding the same weights keeps the same identity.
+const identityDomain = "seam model identity 1\n"
+
+// computeIdentity hashes the config and every tensor's role, type, shape and
+// checksums in canonical order: embedding, layers 0..n-1 each in
+// model.LayerRoles order, final_norm, then output when untied. Offsets,
+// region names and alignment are left out: they are layout, not weights.
+// docs/container.md gives the preimage byte by byte.
+func computeIdentity(cfg *model.Config, segments []Segment) [32]byte {
+	b := []byte(identityDomain)
+	b = appendConfig(b, cfg)
+	var tensors [][]byte
+	for _, s := range segments {
+		for _, role := range segmentRoles(s.Name, cfg) {
+			tensors = append(tensors, tensorRecord(s, role))
+		}
+	}
+	b = binary.LittleEndian.AppendUint64(b, uint64(len(tensors)))
+	for _, t := range tensors {
+		b = append(b, t...)
+	}
+	return blake3.Sum256(b)
+}
+
+func appendConfig(b []byte, c *model.Config) []byte {
+	le := binary.LittleEndian
+	for _, v := range []int{c.Dim, c.HiddenDim, c.NLayers, c.NHeads, c.NKVHeads, c.VocabSize, c.SeqLen} {
+		b = le.AppendUint64(b, uint64(v))
+	}
+	b = le.AppendUint32(b, math.Float32bits(c.RopeTheta))
+	b = le.AppendUint64(b, uint64(c.RopeDim))
+	b = le.AppendUint32(b, math.Float32bits(c.NormEps))
+	if c.TiedOutput {
+		return append(b, 1)
+	}
+	return append(b, 0)
+}
+
+// tensorRecord encodes the tensor of role in segment s. The segment has been
+// validated, so the role and any scales region are present.
+func tensorRecord(s Segment, role string) []byte {
+	le := binary.LittleEndian
+	var r, scales Region
+	for _, x := range s.Regions {
+		if x.Role == role {
+			r = x
+		}
+	}
+	for _, x := range s.Regions {
+		if r.Scales != "" && x.Name == r.Scales {
+			scales = x
+		}
+	}
+	b := le.AppendUint64(nil, uint64(int64(s.Layer))) // -1 (all ones) outside layers
+	b = append(b, byte(len(role)))
+	b = append(b, role...)
+	dt := r.DType.String()
+	b = append(b, byte(len(dt)))
+	b = append(b, dt...)
+	b = le.AppendUint64(b, uint64(r.Rows))
+	b = le.AppendUint64(b, uint64(r.Cols))
+	b = le.AppendUint64(b, uint64(r.GroupSize))
+	b = append(b, r.Checksum[:]...)
+	return append(b, scales.Checksum[:]...) // zeros when there are no scales
+}
