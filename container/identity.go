@@ -2,11 +2,13 @@ package container
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 
 	"github.com/zeebo/blake3"
 
 	"github.com/seamlm/seam/model"
+	"github.com/seamlm/seam/tensor"
 )
 
 // identityDomain starts every identity preimage. It versions the identity
@@ -75,4 +77,38 @@ func tensorRecord(s Segment, role string) []byte {
 	b = le.AppendUint64(b, uint64(r.GroupSize))
 	b = append(b, r.Checksum[:]...)
 	return append(b, scales.Checksum[:]...) // zeros when there are no scales
+}
+
+// WeightsIdentity computes, from weights held in memory (a GGUF file or a
+// llama2.c checkpoint opened directly), the identity that importing them
+// would give the container. A stage serving the container and a head holding
+// the source file therefore agree on the model at handshake. It hashes every
+// tensor, so it reads the whole model once.
+func WeightsIdentity(w *model.Weights) ([32]byte, error) {
+	c := &w.Config
+	if w.First != 0 || w.Last != c.NLayers {
+		return [32]byte{}, fmt.Errorf("model identity needs every layer, have [%d, %d) of %d", w.First, w.Last, c.NLayers)
+	}
+	seg := func(name string, layer int, roles []string, ts []*tensor.Tensor) Segment {
+		s := Segment{Name: name, Layer: layer}
+		for i, t := range ts {
+			r := Region{Role: roles[i], DType: t.Type, Rows: t.Rows, Cols: t.Cols, GroupSize: t.GroupSize, Checksum: blake3.Sum256(t.Data)}
+			if t.Type == tensor.Q8G {
+				r.Scales = roles[i] + ".scales"
+				s.Regions = append(s.Regions, Region{Name: r.Scales, Role: RoleScales, Checksum: blake3.Sum256(t.Scales)})
+			}
+			s.Regions = append(s.Regions, r)
+		}
+		return s
+	}
+	segs := []Segment{seg(EmbedSegment, -1, []string{RoleEmbedding}, []*tensor.Tensor{&w.Embedding})}
+	for i := range w.Layers {
+		segs = append(segs, seg(LayerSegment(i), i, model.LayerRoles, w.Layers[i].Tensors()))
+	}
+	head := []*tensor.Tensor{&w.FinalNorm}
+	if !c.TiedOutput {
+		head = append(head, &w.Output)
+	}
+	segs = append(segs, seg(HeadSegment, -1, segmentRoles(HeadSegment, c), head))
+	return computeIdentity(c, segs), nil
 }

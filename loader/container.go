@@ -1,7 +1,59 @@
 package loader
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
 
+	"github.com/seamlm/seam/container"
+)
+
+// openContainer maps only the requested layer range of a container (plus
+// the embedding for a first stage and the head for a last one).
 func openContainer(path string, opts Options) (*Model, error) {
-	return nil, fmt.Errorf("%s: %w", path, errNoContainer)
+	c, err := container.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	last := opts.Last
+	if last == 0 {
+		last = c.Config().NLayers
+	}
+	r, err := c.OpenRange(opts.First, last)
+	if err != nil {
+		return nil, err
+	}
+	m := &Model{Weights: r.Weights, closer: r, identity: c.Identity(), hasIdentity: true}
+	if opts.NoTokenizer {
+		return m, nil
+	}
+	if opts.TokenizerPath != "" {
+		m.Tokenizer, err = loadLlama2cTokenizer(opts.TokenizerPath, c.Config().VocabSize)
+	} else if m.Tokenizer, err = c.Tokenizer(); errors.Is(err, container.ErrNoTokenizer) {
+		err = fmt.Errorf("%s: %w; pass --tokenizer PATH", path, err)
+	}
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+// Identity returns the model identity digest that stages exchange at
+// handshake: the container's stored identity, or for a GGUF file or llama2.c
+// checkpoint the identity importing it would give (computed by hashing every
+// weight once, then remembered).
+func (m *Model) Identity() ([32]byte, error) {
+	if m.hasIdentity {
+		return m.identity, nil
+	}
+	w := m.Weights
+	if m.whole != nil {
+		w = m.whole
+	}
+	id, err := container.WeightsIdentity(w)
+	if err != nil {
+		return id, fmt.Errorf("%s: %w", m.Path, err)
+	}
+	m.identity, m.hasIdentity = id, true
+	return id, nil
 }

@@ -4,7 +4,6 @@
 package loader
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -44,6 +43,10 @@ type Model struct {
 	Weights   *model.Weights
 	Tokenizer *tokenizer.Tokenizer // nil when Options.NoTokenizer
 	closer    io.Closer
+
+	identity    [32]byte
+	hasIdentity bool
+	whole       *model.Weights // every layer, when Weights was narrowed from a single file
 }
 
 // Close unmaps the model's files.
@@ -124,7 +127,7 @@ func (m *Model) restrict(opts Options) error {
 	}
 	part := *w
 	part.First, part.Last = first, last
-	m.Weights = &part
+	m.whole, m.Weights = w, &part
 	return nil
 }
 
@@ -195,6 +198,3 @@ func loadLlama2cTokenizer(path string, vocabSize int) (*tokenizer.Tokenizer, err
 	}
 	return t, nil
 }
-
-// errNoContainer is returned until container support is linked in.
-var errNoContainer = errors.New("container support is not available")

@@ -1,0 +1,125 @@
+// Package importer converts a GGUF file or a llama2.c checkpoint into a Seam
+// container, streaming one tensor at a time. Quantized tensors are copied
+// byte for byte: nothing is dequantized or requantized.
+package importer
+
+import (
+	"fmt"
+
+	"github.com/seamlm/seam/container"
+	"github.com/seamlm/seam/loader"
+	"github.com/seamlm/seam/mapped"
+	"github.com/seamlm/seam/model"
+	"github.com/seamlm/seam/tensor"
+)
+
+// Options control an import.
+type Options struct {
+	// TokenizerPath is a llama2.c tokenizer file: needed for llama2.c
+	// checkpoints, optional for GGUF files (which carry their vocabulary).
+	TokenizerPath string
+	// Progress, if set, is called as bytes are written.
+	Progress func(done, total int64)
+	// Tests simulate a killed import: extra container options inject the
+	// interruption, and keepPartial skips the cleanup a killed process
+	// would never get to run.
+	containerOpts []container.Option
+	keepPartial   bool
+}
+
+// Import reads the model at src and writes a container at dir, which must
+// not exist or be empty. On failure the partial directory has no index, so
+// no reader mistakes it for a container.
+func Import(src, dir string, opts Options) error {
+	m, err := loader.Open(src, loader.Options{TokenizerPath: opts.TokenizerPath})
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	if m.Format == loader.FormatContainer {
+		return fmt.Errorf("%s is already a Seam container", src)
+	}
+	w := m.Weights
+	copts := append([]container.Option{container.WithTotal(totalBytes(w))}, opts.containerOpts...)
+	if opts.Progress != nil {
+		copts = append(copts, container.WithProgress(opts.Progress))
+	}
+	b, err := container.Create(dir, w.Config, copts...)
+	if err != nil {
+		return err
+	}
+	if err := writeAll(b, m); err != nil {
+		if !opts.keepPartial {
+			b.Abort()
+		}
+		return fmt.Errorf("import %s into %s: %w", src, dir, err)
+	}
+	return nil
+}
+
+func writeAll(b *container.Builder, m *loader.Model) error {
+	w := m.Weights
+	if err := segment(b, container.EmbedSegment, []named{{container.RoleEmbedding, &w.Embedding}}); err != nil {
+		return err
+	}
+	for i := range w.Layers {
+		l := &w.Layers[i]
+		var ts []named
+		for j, t := range l.Tensors() {
+			ts = append(ts, named{model.LayerRoles[j], t})
+		}
+		if err := segment(b, container.LayerSegment(i), ts); err != nil {
+			return err
+		}
+	}
+	head := []named{{container.RoleFinalNorm, &w.FinalNorm}}
+	if !w.Config.TiedOutput {
+		head = append(head, named{container.RoleOutput, &w.Output})
+	}
+	if err := segment(b, container.HeadSegment, head); err != nil {
+		return err
+	}
+	if m.Tokenizer != nil {
+		if err := b.SetTokenizer(m.Tokenizer.Vocab()); err != nil {
+			return err
+		}
+	}
+	return b.Finish()
+}
+
+type named struct {
+	role string
+	t    *tensor.Tensor
+}
+
+// segment writes one segment, releasing each tensor's source pages once
+// copied so that resident memory stays near one tensor.
+func segment(b *container.Builder, name string, ts []named) error {
+	if err := b.BeginSegment(name); err != nil {
+		return err
+	}
+	for _, n := range ts {
+		if err := b.AddTensor(n.t.Name, n.role, n.t); err != nil {
+			return fmt.Errorf("segment %s, tensor %s: %w", name, n.t.Name, err)
+		}
+		mapped.Release(n.t.Data)
+		mapped.Release(n.t.Scales)
+	}
+	return b.EndSegment()
+}
+
+func totalBytes(w *model.Weights) int64 {
+	var n int64
+	add := func(t *tensor.Tensor) { n += int64(len(t.Data) + len(t.Scales)) }
+	add(&w.Embedding)
+	for i := range w.Layers {
+		for _, t := range w.Layers[i].Tensors() {
+			add(t)
+		}
+	}
+	add(&w.FinalNorm)
+	if !w.Config.TiedOutput {
+		add(&w.Output)
+	}
+	return n
+}
