@@ -4,8 +4,8 @@ import (
 	"math"
 	"testing"
 
-	"github.com/seamlm/seam/llama2c"
 	"github.com/seamlm/seam/internal/testmodels"
+	"github.com/seamlm/seam/llama2c"
 	"github.com/seamlm/seam/model"
 	"github.com/seamlm/seam/synth"
 	"github.com/seamlm/seam/tensor"
