@@ -234,7 +234,7 @@ func TestHeaderRejections(t *testing.T) {
 		{"generation 0", func(h []byte) { le.PutUint16(h[4:], 0) }, nil, ErrGeneration, []string{"generation 0"}},
 		{"generation 2", func(h []byte) { le.PutUint16(h[4:], 2) }, nil, ErrGeneration, []string{"generation 2", "1..1"}},
 		{"kind 0", u8(offKind, 0), nil, ErrMalformed, []string{"unknown kind 0"}},
-		{"kind 9", u8(offKind, 9), nil, ErrMalformed, []string{"unknown kind 9"}},
+		{"kind 10", u8(offKind, 10), nil, ErrMalformed, []string{"unknown kind 10"}},
 		{"kind 255", u8(offKind, 255), nil, ErrMalformed, []string{"unknown kind 255"}},
 		{"unknown flag", u8(offFlags, 0x80), nil, ErrMalformed, []string{"flags 0x80"}},
 		{"all-logits flag on decode", u8(offFlags, byte(FlagAllLogits)), nil, ErrMalformed, []string{"flags"}},

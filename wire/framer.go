@@ -212,6 +212,11 @@ func (fr *Framer) checkHeader(h *Header) (Encoding, error) {
 		return nil, checkControl(h, true, 0, 0)
 	case KindError:
 		return nil, checkControl(h, false, errorFixed, errorFixed+MaxErrorMessage)
+	case KindRoute:
+		if h.Length != 0 && h.Length < routeFixed+1 {
+			return nil, fmt.Errorf("route payload of %d bytes, want 0 (an ack) or %d..%d: %w", h.Length, routeFixed+1, routeFixed+MaxAddrBytes, ErrMalformed)
+		}
+		return nil, checkControl(h, false, 0, routeFixed+MaxAddrBytes)
 	case KindPrefill, KindDecode, KindResult:
 		return fr.checkTensor(h)
 	}

@@ -52,10 +52,11 @@ const (
 	KindReset    Kind = 6 // clear a session's KV cache
 	KindClose    Kind = 7 // end a session
 	KindError    Kind = 8 // code and message; the request is aborted
-	numKinds          = 9
+	KindRoute    Kind = 9 // head -> stage: connect to your downstream; empty: the stage's ack
+	numKinds          = 10
 )
 
-var kindNames = [numKinds]string{"", "hello", "hello-ack", "prefill", "decode", "result", "reset", "close", "error"}
+var kindNames = [numKinds]string{"", "hello", "hello-ack", "prefill", "decode", "result", "reset", "close", "error", "route"}
 
 func (k Kind) String() string {
 	if k > 0 && k < numKinds {
