@@ -86,8 +86,14 @@ var Default = NewRegistry()
 
 // NewRegistry returns a registry holding the built-in encodings.
 func NewRegistry() *Registry {
+	return NewRegistryOf(F32, F16, Q8, Q5, Q4)
+}
+
+// NewRegistryOf returns a registry holding only the given encodings: a
+// stage that should accept fewer encodings than the built-ins (or a test).
+func NewRegistryOf(encs ...Encoding) *Registry {
 	r := &Registry{byID: map[EncodingID]Encoding{}, codecs: map[uint32]CodecEncoding{}}
-	for _, e := range []Encoding{F32, F16, Q8, Q5, Q4} {
+	for _, e := range encs {
 		r.byID[e.ID()] = e
 	}
 	return r

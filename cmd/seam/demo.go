@@ -43,7 +43,7 @@ machinery (tokenizer, forward pass, sampling), not a trained model.`,
 				return err
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "model: %s\n", m.Weights.Config.String())
-			return runGeneration(cmd, sess, m, prompt, sf.steps, smp)
+			return runGeneration(cmd, sess, m.Tokenizer, m.Weights.Config.SeqLen, prompt, sf.steps, smp)
 		},
 	}
 	cmd.Flags().StringVar(&modelPath, "model", "", "a real model to use instead of the random-weight one")

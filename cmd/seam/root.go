@@ -29,6 +29,6 @@ Models: GGUF files, llama2.c checkpoints, or Seam container directories
 		},
 	}
 	root.PersistentFlags().BoolVarP(&verbose, "verbose", "v", false, "log progress and timings to stderr")
-	root.AddCommand(newRunCmd(), newScoreCmd(), newDemoCmd(), newImportCmd(), newVerifyCmd(), newInspectCmd(), newSynthCmd())
+	root.AddCommand(newRunCmd(), newScoreCmd(), newDemoCmd(), newImportCmd(), newVerifyCmd(), newInspectCmd(), newServeCmd(), newSynthCmd())
 	return root
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/seamlm/seam/loader"
 	"github.com/seamlm/seam/model"
 	"github.com/seamlm/seam/sample"
+	"github.com/seamlm/seam/tokenizer"
 	"github.com/spf13/cobra"
 )
 
@@ -45,6 +46,7 @@ func newRunCmd() *cobra.Command {
 	var (
 		modelPath, tokPath string
 		sf                 samplingFlags
+		split              splitFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "run --model PATH [flags] PROMPT",
@@ -53,8 +55,17 @@ func newRunCmd() *cobra.Command {
 to stdout, as llama2.c's run does. Timing goes to stderr.
 
 --model takes a GGUF file, a llama2.c checkpoint (with --tokenizer) or a Seam
-container directory. A GGUF's own vocabulary is used unless --tokenizer is given.`,
-		Example: `  seam run --model stories260K.bin --tokenizer tok512.bin -n 256 --temperature 0 "Once upon a time"`,
+container directory. A GGUF's own vocabulary is used unless --tokenizer is given.
+
+Split inference: --stages ADDR1,ADDR2,... runs through stage servers started
+with 'seam serve', whose layer ranges must tile the model in the order given;
+--split N starts N stages in this process on loopback. --wire picks the
+activation encoding between stages (f32 is exact: bit-identical to the whole
+model). A stage that fails, disconnects or stays silent past --timeout aborts
+the run with an error naming it; nothing is printed after a failure.`,
+		Example: `  seam run --model stories260K.bin --tokenizer tok512.bin -n 256 --temperature 0 "Once upon a time"
+  seam run --model model.seam --split 3 --wire q8 "Once upon a time"
+  seam run --model model.seam --stages 10.0.0.2:7070,10.0.0.3:7070 "Once upon a time"`,
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			prompt := strings.Join(args, " ")
@@ -62,37 +73,55 @@ container directory. A GGUF's own vocabulary is used unless --tokenizer is given
 			if err != nil {
 				return err
 			}
-			m, err := loader.Open(modelPath, loader.Options{TokenizerPath: tokPath})
+			if split.active() {
+				sess, head, stop, err := split.session(cmd.Context(), modelPath, tokPath)
+				if err != nil {
+					return err
+				}
+				defer stop()
+				return runGeneration(cmd, sess, head.Tokenizer, head.Config.SeqLen, prompt, sf.steps, smp)
+			}
+			m, sess, err := localSession(modelPath, tokPath)
 			if err != nil {
 				return err
 			}
 			defer m.Close()
-			mod, err := model.New(m.Weights)
-			if err != nil {
-				return fmt.Errorf("%s: %w", modelPath, err)
-			}
-			sess, err := generate.NewLocal(mod)
-			if err != nil {
-				return err
-			}
-			return runGeneration(cmd, sess, m, prompt, sf.steps, smp)
+			return runGeneration(cmd, sess, m.Tokenizer, m.Weights.Config.SeqLen, prompt, sf.steps, smp)
 		},
 	}
 	cmd.Flags().StringVar(&modelPath, "model", "", "model: GGUF file, llama2.c checkpoint or container directory (required)")
 	cmd.Flags().StringVar(&tokPath, "tokenizer", "", "llama2.c tokenizer file (required for llama2.c checkpoints)")
 	cmd.MarkFlagRequired("model")
 	sf.register(cmd)
+	split.register(cmd)
 	return cmd
 }
 
+// localSession opens the whole model in this process.
+func localSession(modelPath, tokPath string) (*loader.Model, generate.Session, error) {
+	m, err := loader.Open(modelPath, loader.Options{TokenizerPath: tokPath})
+	if err != nil {
+		return nil, nil, err
+	}
+	mod, err := model.New(m.Weights)
+	if err == nil {
+		var sess generate.Session
+		if sess, err = generate.NewLocal(mod); err == nil {
+			return m, sess, nil
+		}
+	}
+	m.Close()
+	return nil, nil, fmt.Errorf("%s: %w", modelPath, err)
+}
+
 // runGeneration streams a generation to stdout and its timing to stderr.
-func runGeneration(cmd *cobra.Command, sess generate.Session, m *loader.Model, prompt string, steps int, smp *sample.Sampler) error {
+func runGeneration(cmd *cobra.Command, sess generate.Session, tok *tokenizer.Tokenizer, contextLen int, prompt string, steps int, smp *sample.Sampler) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	defer sess.Close()
 	out := bufio.NewWriter(cmd.OutOrStdout())
 	w := &flushWriter{w: out}
-	st, err := generate.Generate(ctx, sess, m.Tokenizer, m.Weights.Config.SeqLen, prompt,
+	st, err := generate.Generate(ctx, sess, tok, contextLen, prompt,
 		generate.Options{Steps: steps, Sampler: smp, EchoPrompt: true}, w)
 	if err != nil {
 		out.Flush()

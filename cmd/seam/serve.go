@@ -1,0 +1,103 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/seamlm/seam/loader"
+	"github.com/seamlm/seam/model"
+	"github.com/seamlm/seam/stage"
+	"github.com/spf13/cobra"
+)
+
+func newServeCmd() *cobra.Command {
+	var (
+		modelPath, layers, listen, name string
+		timeout                          time.Duration
+		maxSessions                      int
+		linkMbps, linkLatMs              float64
+	)
+	cmd := &cobra.Command{
+		Use:   "serve --model DIR --layers A:B --listen ADDR",
+		Short: "Serve a range of a model's layers as a pipeline stage",
+		Long: `Serve runs layers [A, B) of the model as one pipeline stage. A head
+('seam run --stages ...') connects, checks every stage's range, and routes each
+stage to the next. The first stage (A = 0) embeds token ids; the last
+(B = n_layers) sends logits straight back to the head.
+
+With a container only this range's segment files are mapped (plus the
+embedding for a first stage and the head for a last one).`,
+		Example: `  seam serve --model model.seam --layers 0:3 --listen :7070
+  seam serve --model model.seam --layers 3:5 --listen :7071`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			a, b, err := parseRange(layers)
+			if err != nil {
+				return err
+			}
+			lc, err := linkConfig(linkMbps, linkLatMs)
+			if err != nil {
+				return err
+			}
+			m, err := loader.Open(modelPath, loader.Options{First: a, Last: b, NoTokenizer: true})
+			if err != nil {
+				return err
+			}
+			defer m.Close()
+			id, err := m.Identity()
+			if err != nil {
+				return err
+			}
+			mod, err := model.New(m.Weights)
+			if err != nil {
+				return fmt.Errorf("%s: %w", modelPath, err)
+			}
+			if name == "" {
+				host, _ := os.Hostname()
+				name = fmt.Sprintf("%s[%d:%d]", host, a, b)
+			}
+			srv, err := stage.New(stage.Config{Model: mod, Identity: id, Name: name, Link: lc, Timeout: timeout, MaxSessions: maxSessions, Logger: slog.Default()})
+			if err != nil {
+				return err
+			}
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return err
+			}
+			// The address line is for scripts and tests that pick port 0.
+			fmt.Fprintf(cmd.OutOrStdout(), "serving layers [%d, %d) of %d as %q on %s\n", a, b, m.Weights.Config.NLayers, name, ln.Addr())
+			sig := make(chan os.Signal, 1)
+			signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+			go func() { <-sig; srv.Close() }()
+			return srv.Serve(ln)
+		},
+	}
+	cmd.Flags().StringVar(&modelPath, "model", "", "model: a container directory (or a GGUF file / llama2.c checkpoint) (required)")
+	cmd.Flags().StringVar(&layers, "layers", "", "layer range A:B to serve, 0 <= A < B <= n_layers (required)")
+	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:7070", "address to listen on")
+	cmd.Flags().StringVar(&name, "name", "", "stage name in messages (default host[A:B])")
+	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "bound on each write and on the downstream handshake")
+	cmd.Flags().IntVar(&maxSessions, "max-sessions", 64, "most sessions (KV caches) held at once")
+	registerLinkFlags(cmd, &linkMbps, &linkLatMs)
+	cmd.MarkFlagRequired("model")
+	cmd.MarkFlagRequired("layers")
+	return cmd
+}
+
+// parseRange reads "A:B".
+func parseRange(s string) (int, int, error) {
+	as, bs, ok := strings.Cut(s, ":")
+	a, errA := strconv.Atoi(as)
+	b, errB := strconv.Atoi(bs)
+	if !ok || errA != nil || errB != nil || a < 0 || b <= a {
+		return 0, 0, fmt.Errorf("--layers %q: want A:B with 0 <= A < B", s)
+	}
+	return a, b, nil
+}

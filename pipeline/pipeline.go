@@ -1,0 +1,414 @@
+// Package pipeline is the head of a split model: it connects to the stages,
+// checks that their layer ranges tile the model, routes each stage to the
+// next, and drives sessions through the chain. Token ids go to the first
+// stage; activations flow stage to stage; logits come back from the last
+// stage directly. Any stage's error, disconnect or silence past the timeout
+// aborts the request with an error that names the stage.
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/seamlm/seam/link"
+	"github.com/seamlm/seam/model"
+	"github.com/seamlm/seam/wire"
+)
+
+// Options configure a chain.
+type Options struct {
+	Identity wire.Digest  // the model identity every stage must hold
+	Config   model.Config // the model's shape (width, vocab, layer count)
+	// Encoding of activations between stages, and the codec short id when
+	// it is lowrank (the codec for each boundary is found by the stages).
+	Encoding wire.EncodingID
+	Codec    uint32
+	Registry *wire.Registry
+	Timeout  time.Duration // bound on each reply, and on dialing
+	Link     link.Config   // emulation on what the head sends
+}
+
+// Chain is a head's connections to every stage, in layer order.
+type Chain struct {
+	opts   Options
+	stages []*stageConn
+
+	mu       sync.Mutex
+	waiters  map[uint64]chan event // request id -> its reply
+	failed   error                 // the first failure: the chain is dead after it
+	nextReq  uint64
+	sessions map[uint64]bool
+}
+
+type stageConn struct {
+	index  int
+	addr   string
+	name   string
+	layers wire.LayerRange
+	conn   net.Conn
+	fr     *wire.Framer
+	wmu    sync.Mutex
+}
+
+func (sc *stageConn) String() string {
+	return fmt.Sprintf("stage %d (%s, %q, layers %v)", sc.index+1, sc.addr, sc.name, sc.layers)
+}
+
+// event is a reply for one request: logits, an ack, or an error.
+type event struct {
+	logits [][]float32
+	err    error
+}
+
+// Dial connects to the stages at addrs, which must be given in layer order.
+func Dial(ctx context.Context, addrs []string, opts Options) (*Chain, error) {
+	if len(addrs) == 0 {
+		return nil, errors.New("no stages given")
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 30 * time.Second
+	}
+	if opts.Registry == nil {
+		opts.Registry = wire.Default
+	}
+	if opts.Encoding == wire.EncodingNone {
+		opts.Encoding = wire.EncodingF32
+	}
+	c := &Chain{opts: opts, waiters: map[uint64]chan event{}, sessions: map[uint64]bool{}}
+	for i, addr := range addrs {
+		sc, err := c.connect(ctx, i, addr)
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		c.stages = append(c.stages, sc)
+	}
+	if err := checkTiling(c.stages, opts.Config.NLayers); err != nil {
+		c.Close()
+		return nil, err
+	}
+	for _, sc := range c.stages {
+		go c.read(sc)
+	}
+	if err := c.route(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Chain) connect(ctx context.Context, i int, addr string) (*stageConn, error) {
+	d := net.Dialer{Timeout: c.opts.Timeout}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("stage %d (%s): %w", i+1, addr, err)
+	}
+	w := net.Conn(conn)
+	if c.opts.Link.RateMbps > 0 || c.opts.Link.Latency > 0 {
+		if w, err = link.Wrap(conn, c.opts.Link); err != nil {
+			conn.Close()
+			return nil, err
+		}
+	}
+	sc := &stageConn{index: i, addr: addr, conn: w, fr: wire.NewFramer(w, conn)}
+	sc.fr.SetRegistry(c.opts.Registry)
+	if err := c.handshake(sc); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("stage %d (%s): %w", i+1, addr, err)
+	}
+	return sc, nil
+}
+
+// handshake introduces the head (a peer holding no layers) and learns the
+// stage's range from its HelloAck.
+func (c *Chain) handshake(sc *stageConn) error {
+	cfg := c.opts.Config
+	h := wire.Hello{
+		Generation: wire.MaxGeneration, MinGeneration: wire.MinGeneration, MaxGeneration: wire.MaxGeneration,
+		Model: c.opts.Identity, Width: uint32(cfg.Dim), Vocab: uint32(cfg.VocabSize),
+		Encodings: c.opts.Registry.IDs(), Encoding: wire.EncodingF32, Name: "head",
+	}
+	if err := sc.fr.WriteHello(wire.KindHello, &h); err != nil {
+		return err
+	}
+	sc.conn.SetReadDeadline(time.Now().Add(c.opts.Timeout))
+	defer sc.conn.SetReadDeadline(time.Time{})
+	f, err := sc.fr.ReadFrame()
+	if err != nil {
+		return fmt.Errorf("handshake: %w", err)
+	}
+	if f.Kind == wire.KindError {
+		re, err := f.RemoteError()
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("refused the connection: %w", re)
+	}
+	if f.Kind != wire.KindHelloAck {
+		return fmt.Errorf("answered the Hello with %v: %w", f.Kind, wire.ErrMalformed)
+	}
+	ack, err := f.Hello()
+	if err != nil {
+		return err
+	}
+	h.PeerLayers = ack.Layers // the head learns the range; tiling is checked across all stages
+	agreed, err := wire.CheckHelloAck(&h, &ack)
+	if err != nil {
+		return err
+	}
+	sc.fr.Pin(agreed)
+	sc.layers, sc.name = ack.Layers, ack.Name
+	return nil
+}
+
+// checkTiling requires the stages, in the order given, to hold [0, n) with
+// no gap and no overlap, and says exactly what is wrong otherwise.
+func checkTiling(stages []*stageConn, n int) error {
+	var problems []string
+	next := uint32(0)
+	for _, sc := range stages {
+		r := sc.layers
+		switch {
+		case r.Start > next:
+			problems = append(problems, fmt.Sprintf("layers [%d, %d) are held by no stage (before %v)", next, r.Start, sc))
+		case r.Start < next:
+			problems = append(problems, fmt.Sprintf("%v overlaps the previous stage, which ends at layer %d", sc, next))
+		}
+		next = max(next, r.End)
+	}
+	if int(next) < n {
+		problems = append(problems, fmt.Sprintf("layers [%d, %d) are held by no stage (after the last)", next, n))
+	}
+	if int(next) > n {
+		problems = append(problems, fmt.Sprintf("stages reach layer %d, but the model has %d", next, n))
+	}
+	if len(problems) > 0 {
+		sort.Strings(problems)
+		return fmt.Errorf("stage layer ranges do not tile the model's %d layers: %s", n, strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// route tells each stage but the last to connect to its successor.
+func (c *Chain) route(ctx context.Context) error {
+	for i := 0; i+1 < len(c.stages); i++ {
+		next := c.stages[i+1]
+		r := wire.Route{Addr: next.addr, Peer: next.layers, Encoding: c.opts.Encoding, Codec: c.opts.Codec}
+		req, ch := c.expect()
+		err := c.send(c.stages[i], func(fr *wire.Framer) error { return fr.WriteRoute(wire.Meta{Request: req}, &r) })
+		if err == nil {
+			_, err = c.wait(ctx, req, ch)
+		}
+		if err != nil {
+			return fmt.Errorf("connecting %v to %v: %w", c.stages[i], next, err)
+		}
+	}
+	return nil
+}
+
+// Close ends every session and connection.
+func (c *Chain) Close() error {
+	c.fail(errors.New("chain closed"))
+	for _, sc := range c.stages {
+		sc.conn.Close()
+	}
+	return nil
+}
+
+// Stages lists the stages' addresses and ranges, in layer order.
+func (c *Chain) Stages() []string {
+	var out []string
+	for _, sc := range c.stages {
+		out = append(out, sc.String())
+	}
+	return out
+}
+
+// expect registers a new request id and returns the channel its reply comes on.
+func (c *Chain) expect() (uint64, chan event) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.nextReq++
+	ch := make(chan event, 1)
+	c.waiters[c.nextReq] = ch
+	return c.nextReq, ch
+}
+
+func (c *Chain) deliver(req uint64, ev event) {
+	c.mu.Lock()
+	ch, ok := c.waiters[req]
+	delete(c.waiters, req)
+	c.mu.Unlock()
+	if ok {
+		ch <- ev
+	}
+}
+
+// fail records the chain's first failure and wakes every waiter with it.
+func (c *Chain) fail(err error) {
+	c.mu.Lock()
+	if c.failed == nil {
+		c.failed = err
+	}
+	waiters := c.waiters
+	c.waiters = map[uint64]chan event{}
+	c.mu.Unlock()
+	for _, ch := range waiters {
+		ch <- event{err: err}
+	}
+}
+
+// wait blocks for request req's reply, the chain's failure, the timeout or ctx.
+func (c *Chain) wait(ctx context.Context, req uint64, ch chan event) ([][]float32, error) {
+	t := time.NewTimer(c.opts.Timeout)
+	defer t.Stop()
+	select {
+	case ev := <-ch:
+		return ev.logits, ev.err
+	case <-t.C:
+		err := fmt.Errorf("no reply from the stages within %v (request %d); the chain is abandoned", c.opts.Timeout, req)
+		c.fail(err)
+		return nil, err
+	case <-ctx.Done():
+		c.fail(ctx.Err())
+		return nil, ctx.Err()
+	}
+}
+
+func (c *Chain) send(sc *stageConn, write func(*wire.Framer) error) error {
+	c.mu.Lock()
+	failed := c.failed
+	c.mu.Unlock()
+	if failed != nil {
+		return failed
+	}
+	sc.wmu.Lock()
+	defer sc.wmu.Unlock()
+	sc.conn.SetWriteDeadline(time.Now().Add(c.opts.Timeout))
+	if err := write(sc.fr); err != nil {
+		err = fmt.Errorf("%v: %w", sc, err)
+		c.fail(err)
+		return err
+	}
+	return nil
+}
+
+// read receives one stage's frames: results (last stage), acks, errors.
+// Anything that ends it fails the chain, naming the stage.
+func (c *Chain) read(sc *stageConn) {
+	for {
+		f, err := sc.fr.ReadFrame()
+		if err != nil {
+			c.fail(fmt.Errorf("%v: connection lost: %w", sc, err))
+			return
+		}
+		switch f.Kind {
+		case wire.KindResult:
+			c.deliver(f.Request, c.logits(sc, f))
+		case wire.KindReset, wire.KindRoute:
+			c.deliver(f.Request, event{})
+		case wire.KindError:
+			re, err := f.RemoteError()
+			if err == nil {
+				err = re
+			}
+			err = fmt.Errorf("%v failed: %w", sc, err)
+			if f.Request == 0 {
+				c.fail(err)
+				return
+			}
+			c.deliver(f.Request, event{err: err})
+		default:
+			c.fail(fmt.Errorf("%v sent an unexpected %v frame: %w", sc, f.Kind, wire.ErrMalformed))
+			return
+		}
+	}
+}
+
+func (c *Chain) logits(sc *stageConn, f *wire.Frame) event {
+	if sc.index != len(c.stages)-1 {
+		return event{err: fmt.Errorf("%v sent a result, but only the last stage computes logits: %w", sc, wire.ErrMalformed)}
+	}
+	flat, err := f.Activations(nil)
+	if err != nil {
+		return event{err: fmt.Errorf("%v: result: %w", sc, err)}
+	}
+	vocab := c.opts.Config.VocabSize
+	out := make([][]float32, int(f.Tokens))
+	for i := range out {
+		out[i] = flat[i*vocab : (i+1)*vocab]
+	}
+	return event{logits: out}
+}
+
+// NewSession opens a session (a KV cache on every stage).
+func (c *Chain) NewSession(ctx context.Context) (*Session, error) {
+	id := rand.Uint64() | 1
+	for _, sc := range c.stages {
+		req, ch := c.expect()
+		if err := c.send(sc, func(fr *wire.Framer) error { return fr.WriteReset(wire.Meta{Session: id, Request: req}) }); err != nil {
+			return nil, err
+		}
+		if _, err := c.wait(ctx, req, ch); err != nil {
+			return nil, fmt.Errorf("opening a session: %w", err)
+		}
+	}
+	return &Session{chain: c, id: id}, nil
+}
+
+// Session is one conversation through the chain; it implements generate.Session.
+type Session struct {
+	chain *Chain
+	id    uint64
+}
+
+// Forward sends tokens to the first stage and waits for the last stage's logits.
+func (s *Session) Forward(ctx context.Context, tokens []int, pos int, all bool) ([][]float32, error) {
+	c := s.chain
+	ids := make([]uint32, len(tokens))
+	for i, t := range tokens {
+		if t < 0 || t >= c.opts.Config.VocabSize {
+			return nil, fmt.Errorf("token id %d is outside the vocabulary of %d", t, c.opts.Config.VocabSize)
+		}
+		ids[i] = uint32(t)
+	}
+	kind, flags := wire.KindDecode, wire.Flags(0)
+	if len(tokens) > 1 || all {
+		kind = wire.KindPrefill
+	}
+	if all {
+		flags |= wire.FlagAllLogits
+	}
+	req, ch := c.expect()
+	m := wire.Meta{Session: s.id, Request: req, Start: uint32(pos)}
+	if err := c.send(c.stages[0], func(fr *wire.Framer) error { return fr.WriteTokenIDs(kind, flags, m, ids) }); err != nil {
+		return nil, err
+	}
+	logits, err := c.wait(ctx, req, ch)
+	if err != nil {
+		return nil, err
+	}
+	want := 1
+	if all {
+		want = len(tokens)
+	}
+	if len(logits) != want {
+		return nil, fmt.Errorf("last stage returned logits for %d positions, want %d", len(logits), want)
+	}
+	return logits, nil
+}
+
+// Close ends the session on every stage.
+func (s *Session) Close() error {
+	for _, sc := range s.chain.stages {
+		s.chain.send(sc, func(fr *wire.Framer) error { return fr.WriteClose(wire.Meta{Session: s.id}) })
+	}
+	return nil
+}

@@ -1,0 +1,91 @@
+package pipeline
+
+import (
+	"context"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seamlm/seam/generate"
+	"github.com/seamlm/seam/internal/testmodels"
+	"github.com/seamlm/seam/loader"
+	"github.com/seamlm/seam/model"
+	"github.com/seamlm/seam/stage"
+	"github.com/seamlm/seam/wire"
+)
+
+func openStories(t *testing.T) *loader.Model {
+	t.Helper()
+	m, err := loader.Open(testmodels.Path(t, testmodels.Stories260K), loader.Options{TokenizerPath: testmodels.Path(t, testmodels.Tok512)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+func startChain(t *testing.T, m *loader.Model, ranges [][2]int, enc wire.EncodingID) (*Chain, *stage.Local) {
+	t.Helper()
+	id, err := m.Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, err := stage.StartLocal(m.Weights, ranges, stage.Config{Identity: id, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { local.Close() })
+	c, err := Dial(context.Background(), local.Addrs, Options{Identity: id, Config: m.Weights.Config, Encoding: enc, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, local
+}
+
+// Teacher-forced logits through an f32 chain are bit-identical to the whole
+// model's at every position, for 2, 3 and 5 stages.
+func TestInProcessSplitIsBitIdentical(t *testing.T) {
+	m := openStories(t)
+	tokens := m.Tokenizer.Encode("Once upon a time, there was a little girl named Lily. She loved to play outside.", true, false)
+	mod, _ := model.New(m.Weights)
+	whole, _ := generate.NewLocal(mod)
+	want, err := whole.Forward(context.Background(), tokens, 0, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []int{2, 3, 5} {
+		ranges, _ := stage.EvenRanges(m.Weights.Config.NLayers, k)
+		c, _ := startChain(t, m, ranges, wire.EncodingF32)
+		s, err := c.NewSession(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Forward(context.Background(), tokens, 0, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for p := range want {
+			for i := range want[p] {
+				if math.Float32bits(got[p][i]) != math.Float32bits(want[p][i]) {
+					t.Fatalf("%d stages: position %d logit %d: split %v, whole %v", k, p, i, got[p][i], want[p][i])
+				}
+			}
+		}
+	}
+}
+
+func TestTilingErrorsNameTheGap(t *testing.T) {
+	m := openStories(t)
+	id, _ := m.Identity()
+	local, err := stage.StartLocal(m.Weights, [][2]int{{0, 2}, {3, 5}}, stage.Config{Identity: id, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	_, err = Dial(context.Background(), local.Addrs, Options{Identity: id, Config: m.Weights.Config, Timeout: 5 * time.Second})
+	if err == nil || !strings.Contains(err.Error(), "layers [2, 3) are held by no stage") {
+		t.Fatalf("gap not reported: %v", err)
+	}
+}

@@ -1,0 +1,79 @@
+package stage
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+
+	"github.com/seamlm/seam/model"
+)
+
+// EvenRanges splits n layers into k contiguous ranges whose sizes differ by
+// at most one: the default split.
+func EvenRanges(n, k int) ([][2]int, error) {
+	if k < 1 || k > n {
+		return nil, fmt.Errorf("cannot split %d layers into %d stages (want 1..%d)", n, k, n)
+	}
+	out := make([][2]int, k)
+	for i := range out {
+		out[i] = [2]int{i * n / k, (i + 1) * n / k}
+	}
+	return out, nil
+}
+
+// Local is a set of stages running in this process on loopback.
+type Local struct {
+	Addrs   []string
+	servers []*Server
+}
+
+// StartLocal starts one stage per range over the whole-model weights w, each
+// on its own loopback listener. base supplies everything but the model.
+func StartLocal(w *model.Weights, ranges [][2]int, base Config) (*Local, error) {
+	l := &Local{}
+	for i, r := range ranges {
+		part := *w
+		part.First, part.Last = r[0], r[1]
+		m, err := model.New(&part)
+		if err != nil {
+			l.Close()
+			return nil, fmt.Errorf("stage %d layers [%d, %d): %w", i+1, r[0], r[1], err)
+		}
+		cfg := base
+		cfg.Model = m
+		cfg.Name = fmt.Sprintf("local-%d", i+1)
+		if cfg.Logger == nil {
+			cfg.Logger = slog.Default()
+		}
+		srv, err := New(cfg)
+		if err != nil {
+			l.Close()
+			return nil, err
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			l.Close()
+			return nil, err
+		}
+		go func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, net.ErrClosed) {
+				cfg.Logger.Error("local stage stopped", "stage", cfg.Name, "err", err)
+			}
+		}()
+		l.servers = append(l.servers, srv)
+		l.Addrs = append(l.Addrs, ln.Addr().String())
+	}
+	return l, nil
+}
+
+// Servers returns the running stages, in layer order.
+func (l *Local) Servers() []*Server { return l.servers }
+
+// Close stops every stage.
+func (l *Local) Close() error {
+	for _, s := range l.servers {
+		s.Close()
+	}
+	return nil
+}

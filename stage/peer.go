@@ -1,0 +1,54 @@
+package stage
+
+import (
+	"net"
+	"sync"
+	"time"
+
+	"github.com/seamlm/seam/link"
+	"github.com/seamlm/seam/wire"
+)
+
+// peer is one connection: a Framer whose writes are serialised, since a
+// stage writes to a head's connection both from that connection's own reader
+// and from the readers of upstream links that carry the head's sessions.
+type peer struct {
+	conn    net.Conn
+	fr      *wire.Framer
+	name    string // for messages: "head 127.0.0.1:5000", "downstream 10.0.0.2:9000"
+	timeout time.Duration
+	wmu     sync.Mutex
+}
+
+// newPeer wraps conn; with a non-zero link config, writes go through the
+// emulated link (reads never do: each side emulates what it sends).
+func newPeer(conn net.Conn, name string, lc link.Config, reg *wire.Registry, timeout time.Duration) (*peer, error) {
+	w := net.Conn(conn)
+	if lc.RateMbps > 0 || lc.Latency > 0 {
+		lw, err := link.Wrap(conn, lc)
+		if err != nil {
+			return nil, err
+		}
+		w = lw
+	}
+	fr := wire.NewFramer(w, conn)
+	fr.SetRegistry(reg)
+	return &peer{conn: w, fr: fr, name: name, timeout: timeout}, nil
+}
+
+// write runs one framed write under the write lock and a write deadline, so
+// a peer that stops reading cannot wedge the stage forever.
+func (p *peer) write(f func(*wire.Framer) error) error {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	if p.timeout > 0 {
+		p.conn.SetWriteDeadline(time.Now().Add(p.timeout))
+	}
+	return f(p.fr)
+}
+
+func (p *peer) sendError(m wire.Meta, err error) {
+	p.write(func(fr *wire.Framer) error { return fr.WriteError(m, wire.CodeOf(err), err.Error()) })
+}
+
+func (p *peer) close() { p.conn.Close() }

@@ -1,0 +1,211 @@
+// Package stage serves a contiguous range of a model's layers to a head over
+// the stage wire. A stage holds per-session KV caches for its layers, runs
+// the frames it receives (token ids if it holds the embedding, activations
+// from its upstream stage otherwise), and passes the result on: activations
+// to its downstream stage, or, if it holds the head, logits straight back to
+// the head that opened the session. Every failure is reported to that head
+// as an Error frame; nothing is ever passed on in place of a result.
+package stage
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/seamlm/seam/link"
+	"github.com/seamlm/seam/model"
+	"github.com/seamlm/seam/wire"
+)
+
+// Config describes what a stage serves.
+type Config struct {
+	Model    *model.Model // holds layers [W.First, W.Last)
+	Identity wire.Digest  // the whole model's identity digest
+	Name     string       // for the peer's messages and logs
+	Registry *wire.Registry
+	Codecs   []wire.CodecDigest
+	Link     link.Config   // emulation applied to everything this stage sends
+	Timeout  time.Duration // bound on each write and on a downstream's handshake
+	Logger   *slog.Logger
+	// MaxSessions bounds the KV caches held at once (each is
+	// layers x context x kv width x 8 bytes).
+	MaxSessions int
+}
+
+// Server is a running stage.
+type Server struct {
+	cfg Config
+	reg *wire.Registry
+	log *slog.Logger
+
+	mu       sync.Mutex
+	sessions  map[uint64]*session
+	conns     map[net.Conn]struct{}
+	listeners []net.Listener
+	closed    bool
+	wg       sync.WaitGroup
+}
+
+// New returns a stage for cfg.
+func New(cfg Config) (*Server, error) {
+	if cfg.Model == nil {
+		return nil, errors.New("stage: no model")
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 30 * time.Second
+	}
+	if cfg.MaxSessions <= 0 {
+		cfg.MaxSessions = 64
+	}
+	s := &Server{cfg: cfg, reg: cfg.Registry, log: cfg.Logger, sessions: map[uint64]*session{}, conns: map[net.Conn]struct{}{}}
+	if s.reg == nil {
+		s.reg = wire.Default
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	return s, nil
+}
+
+// Layers is the range this stage serves.
+func (s *Server) Layers() wire.LayerRange {
+	w := s.cfg.Model.W
+	return wire.LayerRange{Start: uint32(w.First), End: uint32(w.Last)}
+}
+
+// Serve accepts connections on l until Close. It returns nil after Close.
+func (s *Server) Serve(l net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return l.Close()
+	}
+	s.listeners = append(s.listeners, l)
+	s.mu.Unlock()
+	for {
+		conn, err := l.Accept()
+		if err != nil {
+			if s.isClosed() {
+				return nil
+			}
+			return err
+		}
+		if !s.track(conn) {
+			conn.Close()
+			return nil
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer s.untrack(conn)
+			s.handle(conn)
+		}()
+	}
+}
+
+func (s *Server) track(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	return true
+}
+
+func (s *Server) untrack(c net.Conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	c.Close()
+}
+
+func (s *Server) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// Close stops accepting, closes every connection and waits for handlers.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	for _, l := range s.listeners {
+		l.Close()
+	}
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return nil
+}
+
+// hello is this stage's own handshake message.
+func (s *Server) hello() wire.Hello {
+	c := s.cfg.Model.Config()
+	return wire.Hello{
+		Generation: wire.MaxGeneration, MinGeneration: wire.MinGeneration, MaxGeneration: wire.MaxGeneration,
+		Model: s.cfg.Identity, Layers: s.Layers(), Width: uint32(c.Dim), Vocab: uint32(c.VocabSize),
+		Encodings: s.reg.IDs(), Encoding: wire.EncodingF32, Codecs: s.cfg.Codecs, Name: s.cfg.Name,
+	}
+}
+
+// handle runs the handshake, then serves the connection as a head's or an
+// upstream stage's, by what the peer's Hello says it holds.
+func (s *Server) handle(conn net.Conn) {
+	p, err := newPeer(conn, conn.RemoteAddr().String(), s.cfg.Link, s.reg, s.cfg.Timeout)
+	if err != nil {
+		s.log.Warn("connection setup failed", "peer", conn.RemoteAddr(), "err", err)
+		return
+	}
+	remote, err := s.accept(p)
+	if err != nil {
+		s.log.Warn("handshake refused", "peer", p.name, "err", err)
+		return
+	}
+	if remote.Layers.Start == remote.Layers.End {
+		p.name = "head " + p.name
+		s.serveHead(&headConn{peer: p})
+		return
+	}
+	p.name = fmt.Sprintf("upstream stage %s holding layers %v", p.name, remote.Layers)
+	s.serveUpstream(p)
+}
+
+// accept reads the peer's Hello and answers HelloAck, or Error naming every
+// mismatch, after which the connection is closed.
+func (s *Server) accept(p *peer) (wire.Hello, error) {
+	p.conn.SetReadDeadline(time.Now().Add(s.cfg.Timeout))
+	defer p.conn.SetReadDeadline(time.Time{})
+	f, err := p.fr.ReadFrame()
+	if err != nil {
+		return wire.Hello{}, err
+	}
+	if f.Kind != wire.KindHello {
+		err := fmt.Errorf("first frame is %v, want a Hello: %w", f.Kind, wire.ErrMalformed)
+		p.sendError(wire.Meta{}, err)
+		return wire.Hello{}, err
+	}
+	remote, err := f.Hello()
+	if err != nil {
+		p.sendError(wire.Meta{}, err)
+		return wire.Hello{}, err
+	}
+	local := s.hello()
+	local.PeerLayers = remote.Layers // a stage does not know its upstream's start; the boundary is checked
+	agreed, err := wire.CheckHello(&local, &remote)
+	if err != nil {
+		p.sendError(wire.Meta{}, fmt.Errorf("stage %q: %w", s.cfg.Name, err))
+		return remote, err
+	}
+	ack := wire.Ack(local, agreed)
+	if err := p.write(func(fr *wire.Framer) error { return fr.WriteHello(wire.KindHelloAck, &ack) }); err != nil {
+		return remote, err
+	}
+	p.fr.Pin(agreed)
+	return remote, nil
+}

@@ -1,0 +1,352 @@
+package stage
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/seamlm/seam/model"
+	"github.com/seamlm/seam/wire"
+)
+
+// errSession classifies unknown-session and ordering failures (CodeSession).
+var errSession = errors.New("session error")
+
+// headConn is a head's connection, with the downstream link this stage
+// opened on that head's behalf (nil at the last stage).
+type headConn struct {
+	*peer
+	down    *peer
+	downEnc wire.Encoding
+}
+
+// session is one conversation's KV cache for this stage's layers. Frames of
+// one session arrive in order from one place, but a head's Reset or Close may
+// race with them, hence the lock.
+type session struct {
+	mu     sync.Mutex
+	id     uint64
+	head   *headConn
+	state  *model.State
+	x      []float32 // tokens x dim activations
+	logits []float32 // tokens x vocab
+	ids    []uint32
+}
+
+func (s *Server) openSession(hc *headConn, id uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old, ok := s.sessions[id]; ok {
+		if old.head != hc {
+			return fmt.Errorf("session %d belongs to another head: %w", id, errSession)
+		}
+		old.mu.Lock()
+		old.state.Reset()
+		old.mu.Unlock()
+		return nil
+	}
+	if len(s.sessions) >= s.cfg.MaxSessions {
+		return fmt.Errorf("stage holds %d sessions, its limit (--max-sessions): %w", len(s.sessions), errSession)
+	}
+	w := s.cfg.Model.W
+	st, err := s.cfg.Model.NewState(w.First, w.Last)
+	if err != nil {
+		return err
+	}
+	s.sessions[id] = &session{id: id, head: hc, state: st}
+	return nil
+}
+
+func (s *Server) closeSession(hc *headConn, id uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sess, ok := s.sessions[id]; ok && sess.head == hc {
+		delete(s.sessions, id)
+	}
+}
+
+// dropHead forgets every session a departed head opened.
+func (s *Server) dropHead(hc *headConn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, sess := range s.sessions {
+		if sess.head == hc {
+			delete(s.sessions, id)
+		}
+	}
+}
+
+func (s *Server) lookup(id uint64) (*session, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess, ok := s.sessions[id]
+	if !ok {
+		return nil, fmt.Errorf("stage %q has no session %d (never opened, or closed): %w", s.cfg.Name, id, errSession)
+	}
+	return sess, nil
+}
+
+// serveHead reads a head's frames until it disconnects.
+func (s *Server) serveHead(hc *headConn) {
+	defer func() {
+		s.dropHead(hc)
+		if hc.down != nil {
+			hc.down.close()
+		}
+	}()
+	for {
+		f, err := hc.fr.ReadFrame()
+		if err != nil {
+			if !isClosedConn(err) {
+				s.log.Warn("head connection failed", "peer", hc.name, "err", err)
+				hc.sendError(wire.Meta{}, err)
+			}
+			return
+		}
+		m := wire.Meta{Session: f.Session, Request: f.Request, Start: f.Start}
+		switch f.Kind {
+		case wire.KindRoute:
+			err = s.route(hc, f)
+			if err == nil {
+				err = hc.write(func(fr *wire.Framer) error { return fr.WriteRouteAck(m) })
+			}
+		case wire.KindReset:
+			if err = s.openSession(hc, f.Session); err == nil {
+				err = hc.write(func(fr *wire.Framer) error { return fr.WriteReset(m) })
+			}
+		case wire.KindClose:
+			s.closeSession(hc, f.Session)
+		case wire.KindPrefill, wire.KindDecode:
+			err = s.process(f)
+		default:
+			err = fmt.Errorf("a head may not send %v frames: %w", f.Kind, wire.ErrMalformed)
+		}
+		if err != nil {
+			hc.sendError(m, fmt.Errorf("stage %q: %w", s.cfg.Name, err))
+			if errors.Is(err, wire.ErrMalformed) {
+				return
+			}
+		}
+	}
+}
+
+// serveUpstream reads activations from the previous stage until it disconnects.
+func (s *Server) serveUpstream(p *peer) {
+	for {
+		f, err := p.fr.ReadFrame()
+		if err != nil {
+			if !isClosedConn(err) {
+				s.log.Warn("upstream connection failed", "peer", p.name, "err", err)
+				p.sendError(wire.Meta{}, err)
+			}
+			return
+		}
+		m := wire.Meta{Session: f.Session, Request: f.Request, Start: f.Start}
+		switch f.Kind {
+		case wire.KindPrefill, wire.KindDecode:
+			err = s.process(f)
+		default:
+			err = fmt.Errorf("an upstream stage may not send %v frames: %w", f.Kind, wire.ErrMalformed)
+		}
+		if err != nil {
+			// Tell the head that owns the session when there is one (it is
+			// the one waiting), else the upstream stage, which relays it.
+			if sess, lerr := s.lookup(f.Session); lerr == nil {
+				sess.head.sendError(m, fmt.Errorf("stage %q: %w", s.cfg.Name, err))
+			} else {
+				p.sendError(m, fmt.Errorf("stage %q: %w", s.cfg.Name, err))
+			}
+			if errors.Is(err, wire.ErrMalformed) {
+				return
+			}
+		}
+	}
+}
+
+// process runs a Prefill or Decode frame through this stage's layers and
+// passes the result on.
+func (s *Server) process(f *wire.Frame) error {
+	sess, err := s.lookup(f.Session)
+	if err != nil {
+		return err
+	}
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	cfg := s.cfg.Model.Config()
+	n := int(f.Tokens)
+	if n == 0 {
+		return fmt.Errorf("%v frame carries no tokens: %w", f.Kind, wire.ErrMalformed)
+	}
+	if err := s.input(sess, f, n); err != nil {
+		return err
+	}
+	for i := 0; i < n; i++ {
+		if err := s.cfg.Model.Layers(sess.state, sess.x[i*cfg.Dim:(i+1)*cfg.Dim], int(f.Start)+i); err != nil {
+			return fmt.Errorf("layers [%d, %d) at position %d: %w", sess.state.First, sess.state.Last, int(f.Start)+i, err)
+		}
+	}
+	m := wire.Meta{Session: f.Session, Request: f.Request, Start: f.Start}
+	if s.cfg.Model.W.HasHead() {
+		return s.result(sess, f, m, n)
+	}
+	hc := sess.head
+	if hc.down == nil {
+		return fmt.Errorf("stage %q holds layers [%d, %d) of %d but the head gave it no downstream route: %w",
+			s.cfg.Name, s.cfg.Model.W.First, s.cfg.Model.W.Last, cfg.NLayers, errSession)
+	}
+	flags := f.Flags &^ wire.FlagTokenIDs
+	if err := hc.down.write(func(fr *wire.Framer) error {
+		return fr.WriteActivations(f.Kind, flags, m, hc.downEnc, sess.x[:n*cfg.Dim], n, cfg.Dim)
+	}); err != nil {
+		return fmt.Errorf("sending to %s: %w", hc.down.name, err)
+	}
+	return nil
+}
+
+// input fills sess.x with the frame's activations, embedding token ids first
+// when the frame carries them.
+func (s *Server) input(sess *session, f *wire.Frame, n int) error {
+	dim := s.cfg.Model.Config().Dim
+	sess.x = grow(sess.x, n*dim)
+	if f.Flags&wire.FlagTokenIDs == 0 {
+		if int(f.Width) != dim {
+			return fmt.Errorf("activations are %d wide, this model's hidden width is %d: %w", f.Width, dim, wire.ErrMalformed)
+		}
+		_, err := f.Activations(sess.x)
+		return err
+	}
+	ids, err := f.TokenIDs(sess.ids[:0])
+	if err != nil {
+		return err
+	}
+	sess.ids = ids
+	for i, id := range ids {
+		if err := s.cfg.Model.Embed(int(id), sess.x[i*dim:(i+1)*dim]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// result computes logits (for every position, or only the last) and sends
+// them to the head that owns the session.
+func (s *Server) result(sess *session, f *wire.Frame, m wire.Meta, n int) error {
+	cfg := s.cfg.Model.Config()
+	first := n - 1
+	if f.Flags&wire.FlagAllLogits != 0 {
+		first = 0
+	}
+	count := n - first
+	sess.logits = grow(sess.logits, count*cfg.VocabSize)
+	for i := first; i < n; i++ {
+		out := sess.logits[(i-first)*cfg.VocabSize : (i-first+1)*cfg.VocabSize]
+		if err := s.cfg.Model.Head(sess.x[i*cfg.Dim:(i+1)*cfg.Dim], out); err != nil {
+			return err
+		}
+	}
+	m.Start = f.Start + uint32(first)
+	return sess.head.write(func(fr *wire.Framer) error {
+		return fr.WriteActivations(wire.KindResult, 0, m, wire.F32, sess.logits[:count*cfg.VocabSize], count, cfg.VocabSize)
+	})
+}
+
+func grow(b []float32, n int) []float32 {
+	if cap(b) < n {
+		return make([]float32, n)
+	}
+	return b[:n]
+}
+
+var errEOF = io.EOF
+
+func isClosedConn(err error) bool {
+	var ne net.Error
+	return errors.Is(err, net.ErrClosed) || errors.Is(err, errEOF) || (errors.As(err, &ne) && !ne.Timeout())
+}
+
+// route dials the downstream stage the head names and runs the boundary
+// handshake as its upstream.
+func (s *Server) route(hc *headConn, f *wire.Frame) error {
+	r, err := f.Route()
+	if err != nil {
+		return err
+	}
+	if hc.down != nil {
+		return fmt.Errorf("a downstream route is already set (%s): %w", hc.down.name, wire.ErrMalformed)
+	}
+	conn, err := net.DialTimeout("tcp", r.Addr, s.cfg.Timeout)
+	if err != nil {
+		return fmt.Errorf("dialing downstream stage %s: %w", r.Addr, err)
+	}
+	dp, err := newPeer(conn, "downstream stage "+r.Addr, s.cfg.Link, s.reg, s.cfg.Timeout)
+	if err != nil {
+		conn.Close()
+		return err
+	}
+	enc, err := s.handshakeDown(dp, r)
+	if err != nil {
+		dp.close()
+		return err
+	}
+	hc.down, hc.downEnc = dp, enc
+	go s.watchDownstream(hc, dp)
+	return nil
+}
+
+func (s *Server) handshakeDown(dp *peer, r wire.Route) (wire.Encoding, error) {
+	h := s.hello()
+	h.PeerLayers, h.Encoding, h.Codec = r.Peer, r.Encoding, r.Codec
+	if err := dp.write(func(fr *wire.Framer) error { return fr.WriteHello(wire.KindHello, &h) }); err != nil {
+		return nil, fmt.Errorf("%s: %w", dp.name, err)
+	}
+	dp.conn.SetReadDeadline(time.Now().Add(s.cfg.Timeout))
+	defer dp.conn.SetReadDeadline(time.Time{})
+	f, err := dp.fr.ReadFrame()
+	if err != nil {
+		return nil, fmt.Errorf("%s: handshake: %w", dp.name, err)
+	}
+	if f.Kind == wire.KindError {
+		re, err := f.RemoteError()
+		if err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%s refused the connection: %w", dp.name, re)
+	}
+	if f.Kind != wire.KindHelloAck {
+		return nil, fmt.Errorf("%s answered the Hello with %v: %w", dp.name, f.Kind, wire.ErrMalformed)
+	}
+	ack, err := f.Hello()
+	if err != nil {
+		return nil, err
+	}
+	agreed, err := wire.CheckHelloAck(&h, &ack)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", dp.name, err)
+	}
+	dp.fr.Pin(agreed)
+	return s.reg.Lookup(agreed.Encoding, agreed.Codec)
+}
+
+// watchDownstream reads the downstream link, which carries nothing but
+// errors upstream. Whatever ends it is reported to the head: a downstream
+// stage that vanishes must fail the head's request, never stall it.
+func (s *Server) watchDownstream(hc *headConn, dp *peer) {
+	for {
+		f, err := dp.fr.ReadFrame()
+		if err != nil {
+			hc.sendError(wire.Meta{}, fmt.Errorf("stage %q lost its %s: %w", s.cfg.Name, dp.name, err))
+			hc.close()
+			return
+		}
+		if f.Kind == wire.KindError {
+			re, err := f.RemoteError()
+			if err == nil {
+				err = re
+			}
+			hc.sendError(wire.Meta{Session: f.Session, Request: f.Request}, fmt.Errorf("via stage %q from %s: %w", s.cfg.Name, dp.name, err))
+		}
+	}
+}

@@ -1,0 +1,223 @@
+package stage_test
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seamlm/seam/generate"
+	"github.com/seamlm/seam/model"
+	"github.com/seamlm/seam/pipeline"
+	"github.com/seamlm/seam/sample"
+	"github.com/seamlm/seam/stage"
+	"github.com/seamlm/seam/synth"
+	"github.com/seamlm/seam/wire"
+)
+
+var (
+	testID = wire.Digest{1, 2, 3}
+	quiet  = slog.New(slog.DiscardHandler)
+)
+
+func demoWeights(t *testing.T) *model.Weights {
+	t.Helper()
+	w, err := synth.Weights(synth.DemoConfig(), 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// upstreamHello is what a stage holding [a, b) would send to the next one.
+func upstreamHello(w *model.Weights, a, b, peerEnd uint32) wire.Hello {
+	return wire.Hello{
+		Generation: 1, MinGeneration: 1, MaxGeneration: 1, Model: testID,
+		Layers: wire.LayerRange{Start: a, End: b}, PeerLayers: wire.LayerRange{Start: b, End: peerEnd},
+		Width: uint32(w.Config.Dim), Vocab: uint32(w.Config.VocabSize),
+		Encodings: wire.Default.IDs(), Encoding: wire.EncodingF16, Name: "test-upstream",
+	}
+}
+
+// hello dials addr, sends h, and returns the refusal message, or "" on acceptance.
+func hello(t *testing.T, addr string, h wire.Hello) string {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fr := wire.NewFramer(conn, conn)
+	if err := fr.WriteHello(wire.KindHello, &h); err != nil {
+		t.Fatal(err)
+	}
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	f, err := fr.ReadFrame()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Kind == wire.KindHelloAck {
+		return ""
+	}
+	re, err := f.RemoteError()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return re.Message
+}
+
+// Each handshake mismatch is refused, and the refusal names both values.
+func TestHandshakeRefusals(t *testing.T) {
+	w := demoWeights(t)
+	// This stage decodes f32 and q8 only.
+	reg := wire.NewRegistryOf(wire.F32, wire.Q8)
+	local, err := stage.StartLocal(w, [][2]int{{2, 6}}, stage.Config{Identity: testID, Timeout: 5 * time.Second, Registry: reg, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	addr := local.Addrs[0]
+	ok := upstreamHello(w, 0, 2, 6)
+	ok.Encoding = wire.EncodingQ8
+	if msg := hello(t, addr, ok); msg != "" {
+		t.Fatalf("matching upstream refused: %s", msg)
+	}
+	cases := []struct {
+		name  string
+		edit  func(*wire.Hello)
+		wants []string
+	}{
+		{"generation", func(h *wire.Hello) { h.Generation, h.MinGeneration, h.MaxGeneration = 2, 2, 2 }, []string{"2..2", "1..1"}},
+		{"model digest", func(h *wire.Hello) { h.Model = wire.Digest{9} }, []string{"model digest", wire.Digest{9}.String(), testID.String()}},
+		{"layer boundary", func(h *wire.Hello) { h.Layers = wire.LayerRange{Start: 0, End: 1}; h.PeerLayers = wire.LayerRange{Start: 1, End: 6} }, []string{"layer boundary", "ending at 1", "starting at 2"}},
+		{"width", func(h *wire.Hello) { h.Width = 96 }, []string{"hidden width", "96", "128"}},
+		{"encoding", func(h *wire.Hello) { h.Encoding = wire.EncodingQ4 }, []string{"encoding", "q4", "[f32 q8]"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := ok
+			c.edit(&h)
+			msg := hello(t, addr, h)
+			if msg == "" {
+				t.Fatal("accepted")
+			}
+			for _, want := range c.wants {
+				if !strings.Contains(msg, want) {
+					t.Errorf("refusal %q does not mention %q", msg, want)
+				}
+			}
+		})
+	}
+}
+
+func startChain(t *testing.T, w *model.Weights, ranges [][2]int, cfg stage.Config) (*pipeline.Chain, *stage.Local) {
+	t.Helper()
+	cfg.Identity = testID
+	cfg.Logger = quiet
+	local, err := stage.StartLocal(w, ranges, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { local.Close() })
+	c, err := pipeline.Dial(context.Background(), local.Addrs, pipeline.Options{Identity: testID, Config: w.Config, Timeout: cfg.Timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, local
+}
+
+// Many sessions at once through one chain each get exactly the whole
+// model's logits (run this package with -race).
+func TestConcurrentSessions(t *testing.T) {
+	w := demoWeights(t)
+	mod, _ := model.New(w)
+	c, _ := startChain(t, w, [][2]int{{0, 2}, {2, 4}, {4, 6}}, stage.Config{Timeout: 10 * time.Second})
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tokens := []int{1, 10 + g, 20 + g, 30, 40, 50 + g}
+			whole, _ := generate.NewLocal(mod)
+			want, _ := whole.Forward(context.Background(), tokens, 0, true)
+			s, err := c.NewSession(context.Background())
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer s.Close()
+			for p, tok := range tokens {
+				got, err := s.Forward(context.Background(), []int{tok}, p, false)
+				if err != nil {
+					errs <- err
+					return
+				}
+				for i := range got[0] {
+					if got[0][i] != want[p][i] {
+						t.Errorf("session %d position %d logit %d: %v, whole %v", g, p, i, got[0][i], want[p][i])
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// A stage that dies mid-generation fails the request quickly, with an error
+// naming a stage, and the text written before the failure is only what the
+// model produced up to then.
+func TestKilledStageAbortsGeneration(t *testing.T) {
+	w := demoWeights(t)
+	tok, _ := synth.Tokenizer(w.Config.VocabSize)
+	c, local := startChain(t, w, [][2]int{{0, 3}, {3, 6}}, stage.Config{Timeout: 3 * time.Second})
+	s, err := c.NewSession(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &killAfter{n: 10, kill: func() { local.Servers()[1].Close() }}
+	smp, _ := sample.New(0, 1, 1)
+	start := time.Now()
+	_, err = generate.Generate(context.Background(), s, tok, w.Config.SeqLen, "hello", generate.Options{Steps: 200, Sampler: smp}, out)
+	if err == nil {
+		t.Fatal("generation succeeded with a dead stage")
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("failure took %v, beyond the 3 s timeout", took)
+	}
+	if !strings.Contains(err.Error(), "stage") {
+		t.Errorf("error %q does not name a stage", err)
+	}
+	if out.after != 0 {
+		t.Errorf("%d pieces were written after the stage died", out.after)
+	}
+	t.Logf("error after %d pieces: %v", out.pieces, err)
+}
+
+// killAfter calls kill once n pieces were written, then counts pieces written after.
+type killAfter struct {
+	n, pieces, after int
+	kill             func()
+	killed           bool
+}
+
+func (k *killAfter) Write(p []byte) (int, error) {
+	if k.killed {
+		k.after++
+	}
+	k.pieces++
+	if k.pieces == k.n {
+		k.kill()
+		k.killed = true
+	}
+	return len(p), nil
+}
