@@ -41,12 +41,12 @@ type Server struct {
 	reg *wire.Registry
 	log *slog.Logger
 
-	mu       sync.Mutex
+	mu        sync.Mutex
 	sessions  map[uint64]*session
 	conns     map[net.Conn]struct{}
 	listeners []net.Listener
 	closed    bool
-	wg       sync.WaitGroup
+	wg        sync.WaitGroup
 }
 
 // New returns a stage for cfg.

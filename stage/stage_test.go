@@ -92,7 +92,10 @@ func TestHandshakeRefusals(t *testing.T) {
 	}{
 		{"generation", func(h *wire.Hello) { h.Generation, h.MinGeneration, h.MaxGeneration = 2, 2, 2 }, []string{"2..2", "1..1"}},
 		{"model digest", func(h *wire.Hello) { h.Model = wire.Digest{9} }, []string{"model digest", wire.Digest{9}.String(), testID.String()}},
-		{"layer boundary", func(h *wire.Hello) { h.Layers = wire.LayerRange{Start: 0, End: 1}; h.PeerLayers = wire.LayerRange{Start: 1, End: 6} }, []string{"layer boundary", "ending at 1", "starting at 2"}},
+		{"layer boundary", func(h *wire.Hello) {
+			h.Layers = wire.LayerRange{Start: 0, End: 1}
+			h.PeerLayers = wire.LayerRange{Start: 1, End: 6}
+		}, []string{"layer boundary", "ending at 1", "starting at 2"}},
 		{"width", func(h *wire.Hello) { h.Width = 96 }, []string{"hidden width", "96", "128"}},
 		{"encoding", func(h *wire.Hello) { h.Encoding = wire.EncodingQ4 }, []string{"encoding", "q4", "[f32 q8]"}},
 	}

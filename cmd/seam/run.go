@@ -66,7 +66,7 @@ the run with an error naming it; nothing is printed after a failure.`,
 		Example: `  seam run --model stories260K.bin --tokenizer tok512.bin -n 256 --temperature 0 "Once upon a time"
   seam run --model model.seam --split 3 --wire q8 "Once upon a time"
   seam run --model model.seam --stages 10.0.0.2:7070,10.0.0.3:7070 "Once upon a time"`,
-		Args:    cobra.MaximumNArgs(1),
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			prompt := strings.Join(args, " ")
 			smp, err := sf.sampler()

@@ -20,9 +20,9 @@ import (
 func newServeCmd() *cobra.Command {
 	var (
 		modelPath, layers, listen, name string
-		timeout                          time.Duration
-		maxSessions                      int
-		linkMbps, linkLatMs              float64
+		timeout                         time.Duration
+		maxSessions                     int
+		linkMbps, linkLatMs             float64
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --model DIR --layers A:B --listen ADDR",
