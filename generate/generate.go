@@ -50,8 +50,9 @@ func Generate(ctx context.Context, s Session, tok *tokenizer.Tokenizer, contextL
 		st.StopReason = "length"
 		return st, nil
 	}
+	step := samplingStep(s, opts.Sampler)
 	t0 := time.Now()
-	logits, err := s.Forward(ctx, ids, 0, false)
+	next, err := step(ctx, ids, 0)
 	if err != nil {
 		return st, fmt.Errorf("prefill of %d tokens: %w", len(ids), err)
 	}
@@ -59,7 +60,6 @@ func Generate(ctx context.Context, s Session, tok *tokenizer.Tokenizer, contextL
 	t0 = time.Now()
 	prev := ids[len(ids)-1]
 	for pos := len(ids); ; pos++ {
-		next := opts.Sampler.Sample(logits[len(logits)-1])
 		switch {
 		case next == tok.BOS():
 			st.StopReason = "bos"
@@ -83,12 +83,27 @@ func Generate(ctx context.Context, s Session, tok *tokenizer.Tokenizer, contextL
 			}
 			break
 		}
-		if logits, err = s.Forward(ctx, []int{next}, pos, false); err != nil {
+		if next, err = step(ctx, []int{next}, pos); err != nil {
 			return st, fmt.Errorf("decode at position %d: %w", pos, err)
 		}
 	}
 	st.Decode = time.Since(t0)
 	return st, nil
+}
+
+// samplingStep feeds tokens and picks the next one: on the stage that holds
+// the logits when the session can and sampling is greedy, else here.
+func samplingStep(s Session, smp *sample.Sampler) func(context.Context, []int, int) (int, error) {
+	if as, ok := s.(ArgmaxSession); ok && smp.Greedy() {
+		return as.ForwardArgmax
+	}
+	return func(ctx context.Context, tokens []int, pos int) (int, error) {
+		logits, err := s.Forward(ctx, tokens, pos, false)
+		if err != nil {
+			return 0, err
+		}
+		return smp.Sample(logits[len(logits)-1]), nil
+	}
 }
 
 func writePieces(out io.Writer, tok *tokenizer.Tokenizer, ids []int) error {

@@ -20,6 +20,14 @@ type Session interface {
 	Close() error
 }
 
+// ArgmaxSession is a Session that can return the most likely next token
+// instead of the logits (a split model's last stage then sends 4 bytes
+// instead of the whole vocabulary). Generate uses it for greedy decoding.
+type ArgmaxSession interface {
+	Session
+	ForwardArgmax(ctx context.Context, tokens []int, pos int) (int, error)
+}
+
 // Local is a Session over a model held in this process.
 type Local struct {
 	m     *model.Model

@@ -61,9 +61,10 @@ func (sc *stageConn) String() string {
 	return fmt.Sprintf("stage %d (%s, %q, layers %v)", sc.index+1, sc.addr, sc.name, sc.layers)
 }
 
-// event is a reply for one request: logits, an ack, or an error.
+// event is a reply for one request: logits, token ids, an ack, or an error.
 type event struct {
 	logits [][]float32
+	ids    []int
 	err    error
 }
 
@@ -266,19 +267,19 @@ func (c *Chain) fail(err error) {
 }
 
 // wait blocks for request req's reply, the chain's failure, the timeout or ctx.
-func (c *Chain) wait(ctx context.Context, req uint64, ch chan event) ([][]float32, error) {
+func (c *Chain) wait(ctx context.Context, req uint64, ch chan event) (event, error) {
 	t := time.NewTimer(c.opts.Timeout)
 	defer t.Stop()
 	select {
 	case ev := <-ch:
-		return ev.logits, ev.err
+		return ev, ev.err
 	case <-t.C:
 		err := fmt.Errorf("no reply from the stages within %v (request %d); the chain is abandoned", c.opts.Timeout, req)
 		c.fail(err)
-		return nil, err
+		return event{}, err
 	case <-ctx.Done():
 		c.fail(ctx.Err())
-		return nil, ctx.Err()
+		return event{}, ctx.Err()
 	}
 }
 
@@ -336,6 +337,17 @@ func (c *Chain) logits(sc *stageConn, f *wire.Frame) event {
 	if sc.index != len(c.stages)-1 {
 		return event{err: fmt.Errorf("%v sent a result, but only the last stage computes logits: %w", sc, wire.ErrMalformed)}
 	}
+	if f.Flags&wire.FlagTokenIDs != 0 {
+		raw, err := f.TokenIDs(nil)
+		if err != nil {
+			return event{err: fmt.Errorf("%v: result: %w", sc, err)}
+		}
+		ids := make([]int, len(raw))
+		for i, id := range raw {
+			ids[i] = int(id)
+		}
+		return event{ids: ids}
+	}
 	flat, err := f.Activations(nil)
 	if err != nil {
 		return event{err: fmt.Errorf("%v: result: %w", sc, err)}
@@ -371,27 +383,11 @@ type Session struct {
 
 // Forward sends tokens to the first stage and waits for the last stage's logits.
 func (s *Session) Forward(ctx context.Context, tokens []int, pos int, all bool) ([][]float32, error) {
-	c := s.chain
-	ids := make([]uint32, len(tokens))
-	for i, t := range tokens {
-		if t < 0 || t >= c.opts.Config.VocabSize {
-			return nil, fmt.Errorf("token id %d is outside the vocabulary of %d", t, c.opts.Config.VocabSize)
-		}
-		ids[i] = uint32(t)
-	}
-	kind, flags := wire.KindDecode, wire.Flags(0)
-	if len(tokens) > 1 || all {
-		kind = wire.KindPrefill
-	}
+	flags := wire.Flags(0)
 	if all {
 		flags |= wire.FlagAllLogits
 	}
-	req, ch := c.expect()
-	m := wire.Meta{Session: s.id, Request: req, Start: uint32(pos)}
-	if err := c.send(c.stages[0], func(fr *wire.Framer) error { return fr.WriteTokenIDs(kind, flags, m, ids) }); err != nil {
-		return nil, err
-	}
-	logits, err := c.wait(ctx, req, ch)
+	ev, err := s.request(ctx, tokens, pos, flags)
 	if err != nil {
 		return nil, err
 	}
@@ -399,10 +395,44 @@ func (s *Session) Forward(ctx context.Context, tokens []int, pos int, all bool) 
 	if all {
 		want = len(tokens)
 	}
-	if len(logits) != want {
-		return nil, fmt.Errorf("last stage returned logits for %d positions, want %d", len(logits), want)
+	if len(ev.logits) != want {
+		return nil, fmt.Errorf("last stage returned logits for %d positions, want %d", len(ev.logits), want)
 	}
-	return logits, nil
+	return ev.logits, nil
+}
+
+// ForwardArgmax is Forward for greedy decoding: the last stage returns only
+// the most likely next token, not the logits.
+func (s *Session) ForwardArgmax(ctx context.Context, tokens []int, pos int) (int, error) {
+	ev, err := s.request(ctx, tokens, pos, wire.FlagGreedy)
+	if err != nil {
+		return 0, err
+	}
+	if len(ev.ids) != 1 || ev.ids[0] >= s.chain.opts.Config.VocabSize {
+		return 0, fmt.Errorf("last stage answered a greedy request with token ids %v, want one id below %d", ev.ids, s.chain.opts.Config.VocabSize)
+	}
+	return ev.ids[0], nil
+}
+
+func (s *Session) request(ctx context.Context, tokens []int, pos int, flags wire.Flags) (event, error) {
+	c := s.chain
+	ids := make([]uint32, len(tokens))
+	for i, t := range tokens {
+		if t < 0 || t >= c.opts.Config.VocabSize {
+			return event{}, fmt.Errorf("token id %d is outside the vocabulary of %d", t, c.opts.Config.VocabSize)
+		}
+		ids[i] = uint32(t)
+	}
+	kind := wire.KindDecode
+	if len(tokens) > 1 || flags&wire.FlagAllLogits != 0 {
+		kind = wire.KindPrefill
+	}
+	req, ch := c.expect()
+	m := wire.Meta{Session: s.id, Request: req, Start: uint32(pos)}
+	if err := c.send(c.stages[0], func(fr *wire.Framer) error { return fr.WriteTokenIDs(kind, flags, m, ids) }); err != nil {
+		return event{}, err
+	}
+	return c.wait(ctx, req, ch)
 }
 
 // Close ends the session on every stage.

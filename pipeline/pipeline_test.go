@@ -11,6 +11,7 @@ import (
 	"github.com/seamlm/seam/internal/testmodels"
 	"github.com/seamlm/seam/loader"
 	"github.com/seamlm/seam/model"
+	"github.com/seamlm/seam/sample"
 	"github.com/seamlm/seam/stage"
 	"github.com/seamlm/seam/wire"
 )
@@ -87,5 +88,29 @@ func TestTilingErrorsNameTheGap(t *testing.T) {
 	_, err = Dial(context.Background(), local.Addrs, Options{Identity: id, Config: m.Weights.Config, Timeout: 5 * time.Second})
 	if err == nil || !strings.Contains(err.Error(), "layers [2, 3) are held by no stage") {
 		t.Fatalf("gap not reported: %v", err)
+	}
+}
+
+// A greedy request gets from the last stage exactly the argmax of the
+// logits it would otherwise have sent.
+func TestForwardArgmaxMatchesLogits(t *testing.T) {
+	m := openStories(t)
+	ranges, _ := stage.EvenRanges(m.Weights.Config.NLayers, 2)
+	c, _ := startChain(t, m, ranges, wire.EncodingQ8)
+	a, _ := c.NewSession(context.Background())
+	b, _ := c.NewSession(context.Background())
+	tokens := m.Tokenizer.Encode("Lily and Ben went to the park to play", true, false)
+	for pos, tok := range tokens {
+		logits, err := a.Forward(context.Background(), []int{tok}, pos, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := b.ForwardArgmax(context.Background(), []int{tok}, pos)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := sample.Argmax(logits[0]); id != want {
+			t.Fatalf("position %d: greedy id %d, argmax of logits %d", pos, id, want)
+		}
 	}
 }

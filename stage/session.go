@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/seamlm/seam/model"
+	"github.com/seamlm/seam/sample"
 	"github.com/seamlm/seam/wire"
 )
 
@@ -248,6 +249,14 @@ func (s *Server) result(sess *session, f *wire.Frame, m wire.Meta, n int) error 
 		}
 	}
 	m.Start = f.Start + uint32(first)
+	if f.Flags&wire.FlagGreedy != 0 {
+		ids := sess.ids[:0]
+		for i := range count {
+			ids = append(ids, uint32(sample.Argmax(sess.logits[i*cfg.VocabSize:(i+1)*cfg.VocabSize])))
+		}
+		sess.ids = ids
+		return sess.head.write(func(fr *wire.Framer) error { return fr.WriteTokenIDs(wire.KindResult, 0, m, ids) })
+	}
 	return sess.head.write(func(fr *wire.Framer) error {
 		return fr.WriteActivations(wire.KindResult, 0, m, wire.F32, sess.logits[:count*cfg.VocabSize], count, cfg.VocabSize)
 	})

@@ -257,8 +257,8 @@ func checkControl(h *Header, needSession bool, lo, hi int) error {
 
 // allowedFlags per tensor kind.
 var allowedFlags = map[Kind]Flags{
-	KindPrefill: FlagTokenIDs | FlagAllLogits,
-	KindDecode:  FlagTokenIDs,
+	KindPrefill: FlagTokenIDs | FlagAllLogits | FlagGreedy,
+	KindDecode:  FlagTokenIDs | FlagGreedy,
 	KindResult:  FlagTokenIDs,
 }
 

@@ -75,6 +75,10 @@ const (
 	// FlagAllLogits: on a Prefill, the head wants logits after every
 	// position (teacher-forced scoring), not only after the last.
 	FlagAllLogits Flags = 1 << 1
+	// FlagGreedy: on a Prefill or Decode, the head wants the last stage to
+	// return the most likely next token (the first maximum of the logits,
+	// per position) as token ids, instead of the logits themselves.
+	FlagGreedy Flags = 1 << 2
 )
 
 // Header is the fixed part of a frame. Field meanings depend on Kind; fields a
