@@ -11,7 +11,6 @@ import (
 	"github.com/seamlm/seam/link"
 	"github.com/seamlm/seam/loader"
 	"github.com/seamlm/seam/pipeline"
-	"github.com/seamlm/seam/sample"
 	"github.com/seamlm/seam/stage"
 	"github.com/seamlm/seam/wire"
 	"github.com/spf13/cobra"
@@ -41,7 +40,7 @@ func parseLinks(s string) ([]linkSpec, error) {
 
 func newBenchSplitCmd() *cobra.Command {
 	var (
-		modelPath, tokPath, wires, links string
+		modelPath, tokPath, wires, links          string
 		split, promptTokens, decodeTokens, rounds int
 	)
 	cmd := &cobra.Command{
@@ -182,16 +181,16 @@ func runSplitOnce(m *loader.Model, id [32]byte, ranges [][2]int, lc link.Config,
 	for i := range tokens {
 		tokens[i] = (i*7919 + 1) % cfg.VocabSize // a fixed, arbitrary prompt
 	}
+	// Greedy: the last stage answers with the next token id, not logits.
 	t0 := time.Now()
-	logits, err := sess.Forward(ctx, tokens, 0, false)
+	next, err := sess.ForwardArgmax(ctx, tokens, 0)
 	if err != nil {
 		return splitRun{}, err
 	}
 	pre := float64(prompt) / time.Since(t0).Seconds()
 	t0 = time.Now()
 	for i := 0; i < decode; i++ {
-		next := sample.Argmax(logits[0])
-		if logits, err = sess.Forward(ctx, []int{next}, prompt+i, false); err != nil {
+		if next, err = sess.ForwardArgmax(ctx, []int{next}, prompt+i); err != nil {
 			return splitRun{}, err
 		}
 	}
