@@ -198,14 +198,14 @@ func gaussQuantMoments(mean, sd, clip float64, b int) (m2, m4 float64) {
 // O(h^2), about 1e-8 relative here, well inside 1e-6).
 func TestGaussQuantMomentsHelper(t *testing.T) {
 	sd, clip := 1.3, 2.1
-	m2, m4 := gaussQuantMoments(0, sd, clip, 1)
+	m2, _ := gaussQuantMoments(0, sd, clip, 1)
 	want2 := sd*sd - clip*sd*math.Sqrt(2/math.Pi) + clip*clip/4
 	if math.Abs(m2-want2) > 1e-12 {
 		t.Fatalf("1-bit E[e^2] = %v, want %v", m2, want2)
 	}
 	for _, b := range []int{1, 3} {
 		mean := 0.4
-		m2, m4 = gaussQuantMoments(mean, sd, clip, b)
+		m2, m4 := gaussQuantMoments(mean, sd, clip, b)
 		step := 2 * clip / float64(int(1)<<b)
 		var i2, i4 float64
 		h := sd / 2000

@@ -140,7 +140,7 @@ func ValueOf(x any) (Value, error) {
 	if elem, ok := elemTypeOfSlice(x); ok {
 		return ValueOf(Array{Elem: elem, Values: x})
 	}
-	return Value{}, fmt.Errorf("Go type %T has no GGUF metadata type", x)
+	return Value{}, fmt.Errorf("type %T has no GGUF metadata type", x)
 }
 
 // check verifies that Values is a slice of Elem and that nesting stays within

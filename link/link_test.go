@@ -81,11 +81,12 @@ func TestLatencyDelaysButDoesNotBlockWriter(t *testing.T) {
 	}
 }
 
-// Ten writes 10 ms apart on a 100 ms link are all in flight together: the
-// last arrives ~190 ms after the first write; serialized latency would take
-// over 1 s.
+// Ten writes 10 ms apart on a 400 ms link are all in flight together: the
+// last arrives ~490 ms after the first write; serialized latency would take
+// over 4 s. The long latency keeps the two outcomes far apart even on a
+// loaded 2-core machine, where scheduling delays reach hundreds of ms.
 func TestLatencyIsPipelined(t *testing.T) {
-	const latency = 100 * time.Millisecond
+	const latency = 400 * time.Millisecond
 	c, s := loopback(t)
 	l := wrap(t, c, Config{Latency: latency})
 	const n = 10
@@ -114,8 +115,8 @@ func TestLatencyIsPipelined(t *testing.T) {
 			t.Errorf("byte %d arrived %v after its write, want >= %v", i, d, latency)
 		}
 	}
-	if total := time.Since(t0); total > 600*time.Millisecond {
-		t.Errorf("10 pipelined writes took %v; expected ~190 ms, serialized would be >= 1 s", total)
+	if total := time.Since(t0); total > 2*time.Second {
+		t.Errorf("10 pipelined writes took %v; expected ~490 ms, serialized would be >= 4 s", total)
 	}
 }
 

@@ -22,7 +22,12 @@ func openContainer(path string, opts Options) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Model{Weights: r.Weights, closer: r, identity: c.Identity(), hasIdentity: true}
+	codecs, err := loadCodecs(c, opts.First, last)
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	m := &Model{Weights: r.Weights, closer: r, identity: c.Identity(), hasIdentity: true, Codecs: codecs}
 	if opts.NoTokenizer {
 		return m, nil
 	}

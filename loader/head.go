@@ -1,6 +1,7 @@
 package loader
 
 import (
+	"github.com/seamlm/seam/codec"
 	"github.com/seamlm/seam/container"
 	"github.com/seamlm/seam/model"
 	"github.com/seamlm/seam/tokenizer"
@@ -12,6 +13,7 @@ type Head struct {
 	Config    model.Config
 	Tokenizer *tokenizer.Tokenizer
 	Identity  [32]byte
+	Codecs    map[int]*codec.Codec // a container's boundary codecs, by boundary layer
 }
 
 // OpenHead reads what a head needs from path. For a container only the index
@@ -27,6 +29,9 @@ func OpenHead(path string, opts Options) (*Head, error) {
 			return nil, err
 		}
 		h := &Head{Config: c.Config(), Identity: c.Identity()}
+		if h.Codecs, err = loadCodecs(c, 0, h.Config.NLayers); err != nil {
+			return nil, err
+		}
 		if opts.TokenizerPath != "" {
 			h.Tokenizer, err = loadLlama2cTokenizer(opts.TokenizerPath, h.Config.VocabSize)
 		} else {

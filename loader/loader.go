@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/seamlm/seam/codec"
 	"github.com/seamlm/seam/gguf"
 	"github.com/seamlm/seam/llama2c"
 	"github.com/seamlm/seam/model"
@@ -42,7 +43,10 @@ type Model struct {
 	Format    Format
 	Weights   *model.Weights
 	Tokenizer *tokenizer.Tokenizer // nil when Options.NoTokenizer
-	closer    io.Closer
+	// Codecs are the boundary codecs attached to a container, by boundary
+	// layer, for the boundaries of the loaded range (its first and last layer).
+	Codecs map[int]*codec.Codec
+	closer io.Closer
 
 	identity    [32]byte
 	hasIdentity bool
