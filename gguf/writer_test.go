@@ -17,7 +17,7 @@ func TestWriterRefusals(t *testing.T) {
 	const label = "gguf writer:"
 	w, err := NewWriter(io.Discard, 3)
 	must(t, err)
-	wantErr(t, w.Add("n", 42), label, `"n"`, "Go type int")
+	wantErr(t, w.Add("n", 42), label, `"n"`, "type int has no GGUF metadata type")
 	must(t, w.Add("k", uint8(1)))
 	wantErr(t, w.Add("k", uint8(2)), label, `"k" added twice`)
 	wantErr(t, w.Add(KeyAlignment, uint64(64)), label, KeyAlignment, "uint32 power of two")
