@@ -1,0 +1,189 @@
+package kernels
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+
+	"github.com/seamlm/seam/tensor"
+)
+
+// benchTensor returns a rows x cols tensor of type typ with random but finite
+// contents (scales tamed so no value overflows).
+func benchTensor(typ tensor.DType, rows, cols int) *tensor.Tensor {
+	rng := rand.New(rand.NewPCG(uint64(rows), uint64(cols)))
+	rb, err := typ.RowBytes(cols)
+	if err != nil {
+		panic(err)
+	}
+	w := &tensor.Tensor{Name: "bench", Type: typ, Rows: rows, Cols: cols, Data: make([]byte, rb*rows)}
+	for i := 0; i+8 <= len(w.Data); i += 8 {
+		binary.LittleEndian.PutUint64(w.Data[i:], rng.Uint64())
+	}
+	if typ == tensor.Q8G {
+		w.GroupSize = 64
+		w.Scales = make([]byte, rows*cols/64*4)
+	}
+	tameScales(w)
+	return w
+}
+
+// BenchmarkMatVec: the MB/s column is weight bytes streamed per second. One
+// matrix is reused, so it may be served from cache; BenchmarkMatVecDRAM
+// measures the same from main memory.
+func BenchmarkMatVec(b *testing.B) {
+	type shape struct {
+		typ        tensor.DType
+		rows, cols int
+	}
+	shapes := []shape{
+		{tensor.F32, 768, 768}, {tensor.F32, 2048, 768}, {tensor.F32, 768, 2048}, {tensor.F32, 32000, 768},
+	}
+	for _, typ := range []tensor.DType{tensor.F16, tensor.BF16, tensor.Q8_0, tensor.Q4_0, tensor.Q4_K, tensor.Q6_K, tensor.Q8G} {
+		shapes = append(shapes, shape{typ, 4096, 4096})
+	}
+	defer SetThreads(0)
+	for _, s := range shapes {
+		w := benchTensor(s.typ, s.rows, s.cols)
+		x := make([]float32, s.cols)
+		for i := range x {
+			x[i] = float32(i%17) * 0.01
+		}
+		out := make([]float32, s.rows)
+		for _, th := range []int{1, 2} {
+			b.Run(fmt.Sprintf("%s/%dx%d/threads=%d", s.typ, s.rows, s.cols, th), func(b *testing.B) {
+				SetThreads(th)
+				b.SetBytes(int64(len(w.Data) + len(w.Scales)))
+				for b.Loop() {
+					MatVec(out, w, x)
+				}
+			})
+		}
+	}
+}
+
+// loopCPU runs f in the benchmark loop on one locked OS thread and reports
+// that thread's CPU time per call as cpu-ns/op.
+func loopCPU(b *testing.B, f func()) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	start := threadCPU()
+	n := 0
+	for b.Loop() {
+		f()
+		n++
+	}
+	if used := threadCPU() - start; used > 0 {
+		b.ReportMetric(float64(used.Nanoseconds())/float64(n), "cpu-ns/op")
+	}
+}
+
+// BenchmarkMatVecDRAM streams f32 matrices from main memory: it cycles
+// through copies totalling 1.5 GB, more than the last-level cache, so every
+// call reads its weights from DRAM as a large model's forward pass does.
+// (BenchmarkMatVec reuses one matrix, which may stay in cache.)
+func BenchmarkMatVecDRAM(b *testing.B) {
+	defer SetThreads(0)
+	for _, sh := range [][2]int{{768, 2048}, {32000, 768}} {
+		var ws []*tensor.Tensor
+		for range (1536 << 20) / (sh[0] * sh[1] * 4) {
+			ws = append(ws, benchTensor(tensor.F32, sh[0], sh[1]))
+		}
+		x := make([]float32, sh[1])
+		out := make([]float32, sh[0])
+		for _, th := range []int{1, 2} {
+			b.Run(fmt.Sprintf("f32/%dx%d/threads=%d", sh[0], sh[1], th), func(b *testing.B) {
+				SetThreads(th)
+				b.SetBytes(int64(len(ws[0].Data)))
+				i := 0
+				for b.Loop() {
+					MatVec(out, ws[i%len(ws)], x)
+					i++
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkDot compares the pure-Go dot product (level=0) with the SIMD ones
+// (1 = AVX2, 2 = AVX-512) on data in L1.
+func BenchmarkDot(b *testing.B) {
+	for _, n := range []int{8, 64, 768, 4096} {
+		x := make([]float32, n)
+		y := make([]float32, n)
+		for i := range x {
+			x[i], y[i] = float32(i)*0.001, 1-float32(i)*0.0001
+		}
+		for level := simdNone; level <= simdLevel; level++ {
+			b.Run(fmt.Sprintf("n=%d/level=%d", n, level), func(b *testing.B) {
+				saved := simdLevel
+				simdLevel = level
+				defer func() { simdLevel = saved }()
+				b.SetBytes(int64(8 * n))
+				var s float32
+				loopCPU(b, func() { s += Dot(x, y) })
+				sink = s
+			})
+		}
+	}
+}
+
+var sink float32
+
+// BenchmarkMatVecLevels compares the instruction-set levels (and pure Go) on
+// one thread, where the kernels rather than memory set the pace.
+func BenchmarkMatVecLevels(b *testing.B) {
+	defer SetThreads(0)
+	SetThreads(1)
+	for _, typ := range []tensor.DType{tensor.F32, tensor.F16, tensor.BF16, tensor.Q8_0, tensor.Q4_0, tensor.Q4_K, tensor.Q6_K, tensor.Q8G} {
+		rows, cols := 1024, 4096
+		if typ == tensor.F32 {
+			rows = 256 // 4 MiB: stays in cache, shows compute speed
+		}
+		w := benchTensor(typ, rows, cols)
+		x := make([]float32, cols)
+		for i := range x {
+			x[i] = float32(i%17) * 0.01
+		}
+		out := make([]float32, rows)
+		for level := simdNone; level <= simdLevel; level++ {
+			b.Run(fmt.Sprintf("%s/%dx%d/level=%d", typ, rows, cols, level), func(b *testing.B) {
+				saved := simdLevel
+				simdLevel = level
+				defer func() { simdLevel = saved }()
+				b.SetBytes(int64(len(w.Data) + len(w.Scales)))
+				loopCPU(b, func() { MatVec(out, w, x) })
+			})
+		}
+	}
+}
+
+// BenchmarkFusedVsDequant compares the fused kernels (MatVec, one thread)
+// with dequantizing each row into a buffer and calling Dot. For Q8G the
+// dequantization itself is SIMD (scaleI8); for the GGML types it is Go.
+func BenchmarkFusedVsDequant(b *testing.B) {
+	defer SetThreads(0)
+	SetThreads(1)
+	for _, typ := range []tensor.DType{tensor.Q8_0, tensor.Q4_K, tensor.Q6_K, tensor.Q8G} {
+		w := benchTensor(typ, 1024, 4096)
+		x := make([]float32, w.Cols)
+		for i := range x {
+			x[i] = float32(i%17) * 0.01
+		}
+		out := make([]float32, w.Rows)
+		b.Run(fmt.Sprintf("%s/fused", typ), func(b *testing.B) {
+			loopCPU(b, func() { MatVec(out, w, x) })
+		})
+		b.Run(fmt.Sprintf("%s/dequant+dot", typ), func(b *testing.B) {
+			row := make([]float32, w.Cols)
+			loopCPU(b, func() {
+				for r := range out {
+					DequantRow(row, w, r)
+					out[r] = Dot(row, x)
+				}
+			})
+		})
+	}
+}

@@ -1,0 +1,185 @@
+//go:build amd64 && !purego
+
+package kernels
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+
+	"github.com/seamlm/seam/tensor"
+)
+
+// SIMD levels. simdLevel is chosen once at start-up; tests lower it to compare
+// the paths. All levels compute the same bits.
+const (
+	simdNone = iota
+	simdAVX2
+	simdAVX512
+)
+
+// Every kernel widens f16 scales with VCVTPH2PS, hence F16C.
+var (
+	hasAVX2   = cpu.X86.HasAVX && cpu.X86.HasAVX2 && cpu.X86.HasF16C
+	hasAVX512 = hasAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW
+)
+
+var simdLevel = func() int {
+	switch {
+	case hasAVX512:
+		return simdAVX512
+	case hasAVX2:
+		return simdAVX2
+	}
+	return simdNone
+}()
+
+// Each kernel returns steps 1-4 of the canonical dot product (see dot.go):
+// the f32/f16/bf16 ones over n values, n a multiple of 8; the quantized ones
+// over nblocks whole blocks of 32 (Q8_0, Q4_0) or 256 (Q4_K, Q6_K) values.
+// Pointers may have any alignment.
+
+//go:noescape
+func dotF32AVX2(a unsafe.Pointer, b *float32, n int) float32
+
+//go:noescape
+func dotF16AVX2(a unsafe.Pointer, b *float32, n int) float32
+
+//go:noescape
+func dotBF16AVX2(a unsafe.Pointer, b *float32, n int) float32
+
+//go:noescape
+func dotQ80AVX2(row unsafe.Pointer, x *float32, nblocks int) float32
+
+//go:noescape
+func dotQ40AVX2(row unsafe.Pointer, x *float32, nblocks int) float32
+
+//go:noescape
+func dotQ4KAVX2(row unsafe.Pointer, x *float32, nblocks int) float32
+
+//go:noescape
+func dotQ6KAVX2(row unsafe.Pointer, x *float32, nblocks int) float32
+
+//go:noescape
+func dotF32AVX512(a unsafe.Pointer, b *float32, n int) float32
+
+//go:noescape
+func dotF16AVX512(a unsafe.Pointer, b *float32, n int) float32
+
+//go:noescape
+func dotBF16AVX512(a unsafe.Pointer, b *float32, n int) float32
+
+//go:noescape
+func dotQ80AVX512(row unsafe.Pointer, x *float32, nblocks int) float32
+
+//go:noescape
+func dotQ40AVX512(row unsafe.Pointer, x *float32, nblocks int) float32
+
+//go:noescape
+func dotQ4KAVX512(row unsafe.Pointer, x *float32, nblocks int) float32
+
+//go:noescape
+func dotQ6KAVX512(row unsafe.Pointer, x *float32, nblocks int) float32
+
+//go:noescape
+func dotQ8GAVX2(row, scales unsafe.Pointer, x *float32, ngroups, steps int) float32
+
+//go:noescape
+func dotQ8GAVX512(row, scales unsafe.Pointer, x *float32, ngroups, steps int) float32
+
+// q8gFusedOK reports whether rows of w can use the fused Q8G kernel: groups
+// of a whole number of 32-value steps that never straddle two rows.
+func q8gFusedOK(w *tensor.Tensor) bool {
+	return simdLevel != simdNone && w.GroupSize%32 == 0 && w.Cols%w.GroupSize == 0
+}
+
+// dotQ8GFused is steps 1-4 over row r of a tensor accepted by q8gFusedOK.
+func dotQ8GFused(w *tensor.Tensor, row []byte, r int, x []float32) float32 {
+	gs := w.GroupSize
+	g0 := r * (w.Cols / gs)
+	ng := w.Cols / gs
+	scales := w.Scales[4*g0 : 4*(g0+ng)]
+	f := dotQ8GAVX2
+	if simdLevel >= simdAVX512 {
+		f = dotQ8GAVX512
+	}
+	return f(unsafe.Pointer(&row[0]), unsafe.Pointer(&scales[0]), &x[0], ng, gs/32)
+}
+
+//go:noescape
+func scaleI8AVX2(dst *float32, src unsafe.Pointer, n int, s float32)
+
+// scaleI8 sets dst[i] = float32(int8(src[i])) * s.
+func scaleI8(dst []float32, src []byte, s float32) {
+	src = src[:len(dst)]
+	n8 := len(dst) &^ 7
+	if n8 > 0 && simdLevel >= simdAVX2 {
+		scaleI8AVX2(&dst[0], unsafe.Pointer(&src[0]), n8, s)
+		dst, src = dst[n8:], src[n8:]
+	}
+	scaleI8Go(dst, src, s)
+}
+
+type asmKernel func(p unsafe.Pointer, x *float32, n int) float32
+
+// simdRow is a SIMD row kernel: steps 1-4 over the first len(x)&^7 values of
+// an encoded row (all of them for the block types). perValue says whether fn
+// counts values or blocks of block values.
+type simdRow struct {
+	fn       asmKernel
+	perValue bool
+	block    int
+}
+
+// kernelSet holds one level's row kernels, indexed by dtype (Q8G has its own
+// entry point, dotQ8GFused).
+type kernelSet [tensor.Q8G + 1]simdRow
+
+func newKernelSet(f32, f16, bf16, q80, q40, q4k, q6k asmKernel) *kernelSet {
+	return &kernelSet{
+		tensor.F32:  {fn: f32, perValue: true},
+		tensor.F16:  {fn: f16, perValue: true},
+		tensor.BF16: {fn: bf16, perValue: true},
+		tensor.Q8_0: {fn: q80, block: 32},
+		tensor.Q4_0: {fn: q40, block: 32},
+		tensor.Q4_K: {fn: q4k, block: kBlockN},
+		tensor.Q6_K: {fn: q6k, block: kBlockN},
+	}
+}
+
+var kernelSets = [...]*kernelSet{
+	simdAVX2:   newKernelSet(dotF32AVX2, dotF16AVX2, dotBF16AVX2, dotQ80AVX2, dotQ40AVX2, dotQ4KAVX2, dotQ6KAVX2),
+	simdAVX512: newKernelSet(dotF32AVX512, dotF16AVX512, dotBF16AVX512, dotQ80AVX512, dotQ40AVX512, dotQ4KAVX512, dotQ6KAVX512),
+}
+
+// dotF32Body runs steps 1-4 of the canonical order for len(a) == len(b), a
+// multiple of 8.
+func dotF32Body(a, b []float32) float32 {
+	if len(a) == 0 || simdLevel == simdNone {
+		return dotGo(a, b)
+	}
+	_ = b[len(a)-1]
+	return kernelSets[simdLevel][tensor.F32].fn(unsafe.Pointer(&a[0]), &b[0], len(a))
+}
+
+func (k simdRow) ok() bool { return k.fn != nil }
+
+func (k simdRow) dot(row []byte, x []float32) float32 {
+	n := len(x) &^ 7
+	if !k.perValue {
+		n = len(x) / k.block
+	}
+	if n == 0 {
+		return 0
+	}
+	return k.fn(unsafe.Pointer(&row[0]), &x[0], n)
+}
+
+// simdRowKernel returns the current level's kernel for t; its fn is nil when
+// there is none.
+func simdRowKernel(t tensor.DType) simdRow {
+	if simdLevel == simdNone || int(t) >= len(kernelSet{}) {
+		return simdRow{}
+	}
+	return kernelSets[simdLevel][t]
+}

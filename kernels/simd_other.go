@@ -1,0 +1,28 @@
+//go:build !amd64 || purego
+
+package kernels
+
+import "github.com/seamlm/seam/tensor"
+
+// No SIMD kernels on this platform: the pure-Go code computes the same
+// canonical order.
+const (
+	simdNone = iota
+	simdAVX2
+)
+
+var simdLevel = simdNone
+
+func dotF32Body(a, b []float32) float32 { return dotGo(a, b) }
+
+type simdRow struct{}
+
+func (simdRow) ok() bool                      { return false }
+func (simdRow) dot([]byte, []float32) float32 { return 0 }
+func simdRowKernel(tensor.DType) simdRow      { return simdRow{} }
+
+func scaleI8(dst []float32, src []byte, s float32) { scaleI8Go(dst, src, s) }
+
+func q8gFusedOK(*tensor.Tensor) bool { return false }
+
+func dotQ8GFused(*tensor.Tensor, []byte, int, []float32) float32 { panic("unreachable") }

@@ -1,0 +1,106 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+)
+
+// Per-token vector helpers. Like the dot products they use only IEEE
+// operations whose rounding Go fixes (products are converted explicitly so no
+// compiler may fuse them into an FMA), so their results are the same bits on
+// every machine. math.Exp is avoided for the same reason: on amd64 it takes a
+// different code path with and without FMA hardware.
+
+// RMSNorm sets out[i] = weight[i] * (x[i] / sqrt(mean(x²) + eps)), the
+// llama RMSNorm. out may alias x. It panics when the lengths differ.
+func RMSNorm(out, x, weight []float32, eps float32) {
+	if len(out) != len(x) || len(weight) != len(x) || len(x) == 0 {
+		panic(fmt.Sprintf("kernels.RMSNorm: lengths out %d, x %d, weight %d", len(out), len(x), len(weight)))
+	}
+	ss := Dot(x, x)/float32(len(x)) + eps
+	inv := float32(1 / math.Sqrt(float64(ss)))
+	for i, v := range x {
+		out[i] = weight[i] * float32(inv*v)
+	}
+}
+
+// Softmax replaces x by exp(x - max x) / sum, summing in index order.
+func Softmax(x []float32) {
+	if len(x) == 0 {
+		return
+	}
+	m := x[0]
+	for _, v := range x[1:] {
+		m = max(m, v)
+	}
+	var sum float32
+	for i, v := range x {
+		e := Exp(v - m)
+		x[i] = e
+		sum += e
+	}
+	inv := 1 / sum
+	for i := range x {
+		x[i] *= inv
+	}
+}
+
+// Axpy sets y[i] += a*x[i], the product rounded before the sum. It panics
+// when the lengths differ.
+func Axpy(y []float32, a float32, x []float32) {
+	if len(y) != len(x) {
+		panic(fmt.Sprintf("kernels.Axpy: lengths %d and %d differ", len(y), len(x)))
+	}
+	for i, v := range x {
+		y[i] += float32(a * v)
+	}
+}
+
+// SwiGLU sets gate[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)),
+// the llama feed-forward activation. It panics when the lengths differ.
+func SwiGLU(gate, up []float32) {
+	if len(gate) != len(up) {
+		panic(fmt.Sprintf("kernels.SwiGLU: lengths %d and %d differ", len(gate), len(up)))
+	}
+	for i, g := range gate {
+		gate[i] = g / (1 + Exp(-g)) * up[i]
+	}
+}
+
+// Exp returns e^x rounded to float32, computed the same way on every
+// platform: in float64, x = k*ln2 + r with |r| <= ln2/2, then a degree-13
+// Taylor polynomial for e^r (truncation error below 2^-57 relative, more
+// than float32 needs), then scaling by 2^k. The float64 result is within a
+// few ulps (of 2^-52) of e^x, so the float32 rounding is correct except
+// within about 2^-50 of a midpoint.
+func Exp(x float32) float32 {
+	switch {
+	case x != x:
+		return x
+	case x > 89: // e^89 > MaxFloat32
+		return float32(math.Inf(1))
+	case x < -104: // e^-104 is below half the smallest float32 subnormal
+		return 0
+	}
+	const (
+		log2e = 1.4426950408889634
+		// ln 2 split so that k*ln2Hi is exact for |k| < 2^20.
+		ln2Hi = 6.93147180369123816490e-01
+		ln2Lo = 1.90821492927058770002e-10
+	)
+	xd := float64(x)
+	k := math.Round(xd * log2e)
+	r := (xd - float64(k*ln2Hi)) - float64(k*ln2Lo)
+	// Horner on 1 + r + r²/2! + ... + r^13/13!, every product rounded.
+	p := 1.0 / 6227020800
+	for _, c := range expCoeffs {
+		p = float64(p*r) + c
+	}
+	return float32(math.Ldexp(p, int(k)))
+}
+
+// expCoeffs are 1/12!, 1/11!, ..., 1/1!, 1/0!.
+var expCoeffs = [...]float64{
+	1.0 / 479001600, 1.0 / 39916800, 1.0 / 3628800, 1.0 / 362880, 1.0 / 40320,
+	1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 1.0 / 2, 1, 1,
+}

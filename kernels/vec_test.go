@@ -1,0 +1,178 @@
+package kernels
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+const u32 = 1.0 / (1 << 24) // unit roundoff of float32
+
+// gamma is Higham's gamma_k = k*u/(1-k*u), the bound on k chained roundings.
+func gamma(k int) float64 { return float64(k) * u32 / (1 - float64(k)*u32) }
+
+func TestExpIsCorrectlyRounded(t *testing.T) {
+	rng := rand.New(rand.NewPCG(10, 10))
+	check := func(x float32) {
+		got := Exp(x)
+		e := math.Exp(float64(x)) // within 1 ulp of float64
+		want := float32(e)
+		if got == want {
+			return
+		}
+		// Only acceptable when e^x lies so close to the midpoint of two
+		// float32 neighbours that math.Exp's own error decides the rounding.
+		lo, hi := float64(min(got, want)), float64(max(got, want))
+		if mid := (lo + hi) / 2; math.Abs(e-mid) <= math.Abs(e)*0x1p-50 {
+			return
+		}
+		t.Fatalf("Exp(%v) = %v, correctly rounded %v", x, got, want)
+	}
+	for i := 0; i < 200000; i++ {
+		check(float32(rng.Float64()*193 - 104))
+		check(float32(rng.NormFloat64()))
+	}
+	for _, x := range []float32{0, -0, 1, -1, 88.72, 88.73, -87.3, -103.9, -103.98, math.SmallestNonzeroFloat32} {
+		check(x)
+	}
+	if Exp(0) != 1 || Exp(1) != float32(math.E) {
+		t.Fatalf("Exp(0) = %v, Exp(1) = %v", Exp(0), Exp(1))
+	}
+	if !math.IsInf(float64(Exp(89.5)), 1) || Exp(-110) != 0 || Exp(float32(math.Inf(-1))) != 0 || !math.IsInf(float64(Exp(float32(math.Inf(1)))), 1) {
+		t.Fatal("Exp overflow/underflow/infinity handling")
+	}
+	if nan := float32(math.NaN()); !math.IsNaN(float64(Exp(nan))) {
+		t.Fatal("Exp(NaN) is not NaN")
+	}
+}
+
+func TestRMSNorm(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 11))
+	for _, n := range []int{1, 7, 64, 288, 4096} {
+		x, w := randVec(rng, n), randVec(rng, n)
+		const eps = 1e-5
+		out := make([]float32, n)
+		RMSNorm(out, x, w, eps)
+		var ss float64
+		for _, v := range x {
+			ss += float64(v) * float64(v)
+		}
+		inv := 1 / math.Sqrt(ss/float64(n)+eps)
+		// The sum of squares carries gamma_{n+1} (products and sums), the
+		// division by n and the + eps one rounding each: gamma_{n+3} on a
+		// positive quantity. The square root halves it, converting 1/sqrt
+		// to float32 adds one rounding, then two products: at most
+		// gamma_{n+6} relative, plus the float64 reference's own 2^-50.
+		tol := gamma(n+6) + 0x1p-50
+		for i := range out {
+			want := float64(w[i]) * (inv * float64(x[i]))
+			if d := math.Abs(float64(out[i]) - want); d > tol*math.Abs(want) {
+				t.Fatalf("n=%d i=%d: %v, want %v", n, i, out[i], want)
+			}
+		}
+		// In place gives the same bits.
+		in := append([]float32(nil), x...)
+		RMSNorm(in, in, w, eps)
+		for i := range in {
+			if !sameBits(in[i], out[i]) {
+				t.Fatalf("in place differs at %d", i)
+			}
+		}
+	}
+	// By hand: x = (3, 4), w = (1, 2), eps = 0: rms = sqrt(12.5).
+	out := make([]float32, 2)
+	RMSNorm(out, []float32{3, 4}, []float32{1, 2}, 0)
+	r := math.Sqrt(12.5)
+	if math.Abs(float64(out[0])-3/r) > 1e-6 || math.Abs(float64(out[1])-8/r) > 1e-6 {
+		t.Fatalf("RMSNorm by hand = %v, want [%v %v]", out, 3/r, 8/r)
+	}
+}
+
+func TestSoftmax(t *testing.T) {
+	rng := rand.New(rand.NewPCG(12, 12))
+	for _, n := range []int{1, 2, 5, 100, 512} {
+		x := randVec(rng, n)
+		for i := range x {
+			x[i] *= 4
+		}
+		m := float64(x[0])
+		for _, v := range x {
+			m = max(m, float64(v))
+		}
+		want := make([]float64, n)
+		var sum, spread float64
+		for i, v := range x {
+			want[i] = math.Exp(float64(v) - m)
+			sum += want[i]
+			spread = max(spread, m-float64(v))
+		}
+		got := append([]float32(nil), x...)
+		Softmax(got)
+		for i := range got {
+			want := want[i] / sum
+			// x_i - max is rounded (relative error u, i.e. an absolute
+			// error of u*|x_i - max| in the exponent, that much relative
+			// after exp), Exp rounds once, the sum of n terms carries
+			// gamma_{n-1} plus every term's error (at most the largest),
+			// then 1/sum and the product one rounding each.
+			tol := (float64(m)-float64(x[i])+spread)*u32 + gamma(n+5)
+			if d := math.Abs(float64(got[i]) - want); d > tol*want {
+				t.Fatalf("n=%d i=%d: %v, want %v (rel err %g > %g)", n, i, got[i], want, d/want, tol)
+			}
+		}
+	}
+	one := []float32{-3}
+	Softmax(one)
+	if one[0] != 1 {
+		t.Fatalf("softmax of one value = %v", one[0])
+	}
+	two := []float32{0, 0}
+	Softmax(two)
+	if two[0] != 0.5 || two[1] != 0.5 {
+		t.Fatalf("softmax(0, 0) = %v", two)
+	}
+	Softmax(nil) // must not panic
+}
+
+func TestAxpy(t *testing.T) {
+	y := []float32{1, 2, 3, 1}
+	Axpy(y, 0.5, []float32{2, 4, -6, 0x1p-24})
+	// 1 + 0.5*2 = 2; 2 + 2 = 4; 3 - 3 = 0; 1 + 2^-25 rounds to 1.
+	want := []float32{2, 4, 0, 1}
+	for i := range y {
+		if y[i] != want[i] {
+			t.Fatalf("Axpy = %v, want %v", y, want)
+		}
+	}
+	// The product is rounded before the sum (no FMA): 1.5*(1+2^-23) is
+	// 1.5+1.5*2^-23, rounded to 1.5+2^-22; adding -1.5 leaves 2^-22 exactly,
+	// where a fused multiply-add would give 1.5*2^-23.
+	z := []float32{-1.5}
+	Axpy(z, 1.5, []float32{1 + 0x1p-23})
+	if z[0] != 0x1p-22 {
+		t.Fatalf("Axpy rounding: %g, want %g", z[0], 0x1p-22)
+	}
+}
+
+func TestSwiGLU(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 13))
+	gate, up := randVec(rng, 1000), randVec(rng, 1000)
+	for i := range gate {
+		gate[i] *= 8
+	}
+	gate[0], gate[1] = -95, 95 // exp(-g) overflows float32; exp(g) huge
+	got := append([]float32(nil), gate...)
+	SwiGLU(got, up)
+	for i, g := range gate {
+		want := float64(g) / (1 + math.Exp(-float64(g))) * float64(up[i])
+		// Exp, 1+e, the division and the product round once each; the
+		// error of e^-g shrinks through 1+e. 1e-38 absolute covers
+		// g/(1+Inf) = 0 where the exact value is below float32's range.
+		tol := gamma(5)*math.Abs(want) + 1e-38
+		if d := math.Abs(float64(got[i]) - want); d > tol {
+			t.Fatalf("g=%v u=%v: %v, want %v", g, up[i], got[i], want)
+		}
+	}
+	mustPanic(t, "SwiGLU", func() { SwiGLU(make([]float32, 2), make([]float32, 3)) })
+	mustPanic(t, "RMSNorm", func() { RMSNorm(make([]float32, 2), make([]float32, 3), make([]float32, 3), 0) })
+}
