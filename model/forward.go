@@ -132,7 +132,7 @@ func (m *Model) layer(s *State, l int, x []float32, pos int) {
 	key := s.keys[l-s.First][pos*kvDim : (pos+1)*kvDim]
 	val := s.vals[l-s.First][pos*kvDim : (pos+1)*kvDim]
 
-	rmsNorm(s.xb, x, m.attnNorm[l], c.NormEps)
+	kernels.RMSNorm(s.xb, x, m.attnNorm[l], c.NormEps)
 	kernels.MatVec(s.q, &w.Wq, s.xb)
 	kernels.MatVec(key, &w.Wk, s.xb)
 	kernels.MatVec(val, &w.Wv, s.xb)
@@ -140,16 +140,14 @@ func (m *Model) layer(s *State, l int, x []float32, pos int) {
 	m.rope(key, pos)
 	m.attention(s, l, pos)
 	kernels.MatVec(s.xb2, &w.Wo, s.xb)
-	add(x, s.xb2)
+	kernels.Axpy(x, 1, s.xb2)
 
-	rmsNorm(s.xb, x, m.ffnNorm[l], c.NormEps)
+	kernels.RMSNorm(s.xb, x, m.ffnNorm[l], c.NormEps)
 	kernels.MatVec(s.hb, &w.W1, s.xb)
 	kernels.MatVec(s.hb2, &w.W3, s.xb)
-	for i, g := range s.hb {
-		s.hb[i] = g / (1 + float32(math.Exp(float64(-g)))) * s.hb2[i] // SiLU(gate) * up
-	}
+	kernels.SwiGLU(s.hb, s.hb2)
 	kernels.MatVec(s.xb2, &w.W2, s.hb)
-	add(x, s.xb2)
+	kernels.Axpy(x, 1, s.xb2)
 }
 
 // rope rotates adjacent pairs (v[2i], v[2i+1]) of each head, the pairing that
@@ -161,9 +159,12 @@ func (m *Model) rope(v []float32, pos int) {
 	sin := m.ropeSin[pos*pairs : (pos+1)*pairs]
 	for h := 0; h+hd <= len(v); h += hd {
 		for i := 0; i < pairs; i++ {
+			// The conversions round each product, which forbids the compiler
+			// from fusing them into FMAs on some architectures: every stage
+			// must compute the same bits.
 			a, b := v[h+2*i], v[h+2*i+1]
-			v[h+2*i] = a*cos[i] - b*sin[i]
-			v[h+2*i+1] = a*sin[i] + b*cos[i]
+			v[h+2*i] = float32(a*cos[i]) - float32(b*sin[i])
+			v[h+2*i+1] = float32(a*sin[i]) + float32(b*cos[i])
 		}
 	}
 }
@@ -183,15 +184,11 @@ func (m *Model) attention(s *State, l, pos int) {
 		for t := 0; t <= pos; t++ {
 			att[t] = kernels.Dot(q, keys[t*kvDim+kvOff:t*kvDim+kvOff+hd]) * scale
 		}
-		softmax(att)
+		kernels.Softmax(att)
 		out := s.xb[h*hd : (h+1)*hd]
 		clear(out)
 		for t := 0; t <= pos; t++ {
-			v := vals[t*kvDim+kvOff : t*kvDim+kvOff+hd]
-			a := att[t]
-			for i := range out {
-				out[i] += a * v[i]
-			}
+			kernels.Axpy(out, att[t], vals[t*kvDim+kvOff:t*kvDim+kvOff+hd])
 		}
 	}
 }
@@ -204,7 +201,7 @@ func (m *Model) Head(x []float32, logits []float32) error {
 	if len(logits) != m.W.Config.VocabSize {
 		return fmt.Errorf("logits buffer has %d entries, vocabulary has %d", len(logits), m.W.Config.VocabSize)
 	}
-	rmsNorm(x, x, m.finalNorm, m.W.Config.NormEps)
+	kernels.RMSNorm(x, x, m.finalNorm, m.W.Config.NormEps)
 	kernels.MatVec(logits, &m.W.Output, x)
 	return nil
 }
