@@ -26,10 +26,13 @@ import (
 type Options struct {
 	Identity wire.Digest  // the model identity every stage must hold
 	Config   model.Config // the model's shape (width, vocab, layer count)
-	// Encoding of activations between stages, and the codec short id when
-	// it is lowrank (the codec for each boundary is found by the stages).
+	// Encoding of activations between stages. For lowrank, each boundary
+	// uses its own codec, named by Codecs.
 	Encoding wire.EncodingID
-	Codec    uint32
+	// Codecs are the learned codecs the head knows (from its container), by
+	// boundary; their digests go into the head's Hello, and lowrank routes
+	// name each boundary's codec by its short id.
+	Codecs   []wire.CodecDigest
 	Registry *wire.Registry
 	Timeout  time.Duration // bound on each reply, and on dialing
 	Link     link.Config   // emulation on what the head sends
@@ -134,7 +137,7 @@ func (c *Chain) handshake(sc *stageConn) error {
 	h := wire.Hello{
 		Generation: wire.MaxGeneration, MinGeneration: wire.MinGeneration, MaxGeneration: wire.MaxGeneration,
 		Model: c.opts.Identity, Width: uint32(cfg.Dim), Vocab: uint32(cfg.VocabSize),
-		Encodings: c.opts.Registry.IDs(), Encoding: wire.EncodingF32, Name: "head",
+		Encodings: c.opts.Registry.IDs(), Encoding: wire.EncodingF32, Codecs: c.opts.Codecs, Name: "head",
 	}
 	if err := sc.fr.WriteHello(wire.KindHello, &h); err != nil {
 		return err
@@ -201,7 +204,14 @@ func checkTiling(stages []*stageConn, n int) error {
 func (c *Chain) route(ctx context.Context) error {
 	for i := 0; i+1 < len(c.stages); i++ {
 		next := c.stages[i+1]
-		r := wire.Route{Addr: next.addr, Peer: next.layers, Encoding: c.opts.Encoding, Codec: c.opts.Codec}
+		r := wire.Route{Addr: next.addr, Peer: next.layers, Encoding: c.opts.Encoding}
+		if r.Encoding == wire.EncodingLowRank {
+			id, err := c.codecAt(next.layers.Start)
+			if err != nil {
+				return err
+			}
+			r.Codec = id
+		}
 		req, ch := c.expect()
 		err := c.send(c.stages[i], func(fr *wire.Framer) error { return fr.WriteRoute(wire.Meta{Request: req}, &r) })
 		if err == nil {
@@ -212,6 +222,16 @@ func (c *Chain) route(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// codecAt is the short id of the codec for the boundary entering layer b.
+func (c *Chain) codecAt(b uint32) (uint32, error) {
+	for _, cd := range c.opts.Codecs {
+		if cd.Boundary == b {
+			return cd.ID, nil
+		}
+	}
+	return 0, fmt.Errorf("--wire lowrank: no codec is attached for the boundary at layer %d (fit one with seam fit-codec and attach it with seam codec add)", b)
 }
 
 // Close ends every session and connection.

@@ -32,7 +32,7 @@ func startChain(t *testing.T, m *loader.Model, ranges [][2]int, enc wire.Encodin
 	if err != nil {
 		t.Fatal(err)
 	}
-	local, err := stage.StartLocal(m.Weights, ranges, stage.Config{Identity: id, Timeout: 5 * time.Second})
+	local, err := stage.StartLocal(m.Weights, ranges, stage.Config{Identity: id, Timeout: 5 * time.Second}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestInProcessSplitIsBitIdentical(t *testing.T) {
 func TestTilingErrorsNameTheGap(t *testing.T) {
 	m := openStories(t)
 	id, _ := m.Identity()
-	local, err := stage.StartLocal(m.Weights, [][2]int{{0, 2}, {3, 5}}, stage.Config{Identity: id, Timeout: 5 * time.Second})
+	local, err := stage.StartLocal(m.Weights, [][2]int{{0, 2}, {3, 5}}, stage.Config{Identity: id, Timeout: 5 * time.Second}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 
+	"github.com/seamlm/seam/codec"
 	"github.com/seamlm/seam/model"
 )
 
@@ -29,8 +30,9 @@ type Local struct {
 }
 
 // StartLocal starts one stage per range over the whole-model weights w, each
-// on its own loopback listener. base supplies everything but the model.
-func StartLocal(w *model.Weights, ranges [][2]int, base Config) (*Local, error) {
+// on its own loopback listener. base supplies everything but the model; each
+// stage gets the codecs of its own boundaries from codecs (which may be nil).
+func StartLocal(w *model.Weights, ranges [][2]int, base Config, codecs map[int]*codec.Codec) (*Local, error) {
 	l := &Local{}
 	for i, r := range ranges {
 		part := *w
@@ -43,6 +45,12 @@ func StartLocal(w *model.Weights, ranges [][2]int, base Config) (*Local, error) 
 		cfg := base
 		cfg.Model = m
 		cfg.Name = fmt.Sprintf("local-%d", i+1)
+		if len(codecs) > 0 {
+			if err := UseCodecs(&cfg, codecs); err != nil {
+				l.Close()
+				return nil, err
+			}
+		}
 		if cfg.Logger == nil {
 			cfg.Logger = slog.Default()
 		}

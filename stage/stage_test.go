@@ -74,7 +74,7 @@ func TestHandshakeRefusals(t *testing.T) {
 	w := demoWeights(t)
 	// This stage decodes f32 and q8 only.
 	reg := wire.NewRegistryOf(wire.F32, wire.Q8)
-	local, err := stage.StartLocal(w, [][2]int{{2, 6}}, stage.Config{Identity: testID, Timeout: 5 * time.Second, Registry: reg, Logger: quiet})
+	local, err := stage.StartLocal(w, [][2]int{{2, 6}}, stage.Config{Identity: testID, Timeout: 5 * time.Second, Registry: reg, Logger: quiet}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func startChain(t *testing.T, w *model.Weights, ranges [][2]int, cfg stage.Confi
 	t.Helper()
 	cfg.Identity = testID
 	cfg.Logger = quiet
-	local, err := stage.StartLocal(w, ranges, cfg)
+	local, err := stage.StartLocal(w, ranges, cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/seamlm/seam/codec"
 	"github.com/seamlm/seam/link"
 	"github.com/seamlm/seam/loader"
 	"github.com/seamlm/seam/pipeline"
@@ -101,10 +102,12 @@ Bytes per token are the frame (52-byte header plus payload) of one decode step.`
 					}
 				}
 				for _, enc := range encs {
-					e, _ := wire.Default.Lookup(enc, 0)
-					size, _ := e.PayloadSize(1, m.Weights.Config.Dim)
+					size, err := decodeFrameBytes(m, enc, ranges)
+					if err != nil {
+						return err
+					}
 					pre, dec := medians(res[enc])
-					fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f\t%.1f\n", spec, enc, size+wire.HeaderSize, pre, dec)
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f\t%.1f\n", spec, enc, size, pre, dec)
 				}
 			}
 			return tw.Flush()
@@ -123,6 +126,23 @@ Bytes per token are the frame (52-byte header plus payload) of one decode step.`
 }
 
 type splitRun struct{ prefill, decode float64 }
+
+// decodeFrameBytes is the size of one decode step's frame across the first
+// boundary: header plus payload.
+func decodeFrameBytes(m *loader.Model, enc wire.EncodingID, ranges [][2]int) (int, error) {
+	var e wire.Encoding
+	if enc == wire.EncodingLowRank {
+		c, ok := m.Codecs[ranges[0][1]]
+		if !ok {
+			return 0, fmt.Errorf("--wire lowrank: no codec attached at boundary %d", ranges[0][1])
+		}
+		e = codec.NewWire(c)
+	} else {
+		e, _ = wire.Default.Lookup(enc, 0)
+	}
+	size, err := e.PayloadSize(1, m.Weights.Config.Dim)
+	return size + wire.HeaderSize, err
+}
 
 func reversed[T any](s []T) []T {
 	out := make([]T, len(s))
@@ -160,13 +180,14 @@ func median(v []float64) float64 {
 // runSplitOnce starts the stages, prefills a prompt and decodes greedily,
 // returning the two rates.
 func runSplitOnce(m *loader.Model, id [32]byte, ranges [][2]int, lc link.Config, enc wire.EncodingID, prompt, decode int) (splitRun, error) {
-	local, err := stage.StartLocal(m.Weights, ranges, stage.Config{Identity: id, Link: lc, Timeout: time.Minute})
+	local, err := stage.StartLocal(m.Weights, ranges, stage.Config{Identity: id, Link: lc, Timeout: time.Minute}, m.Codecs)
 	if err != nil {
 		return splitRun{}, err
 	}
 	defer local.Close()
 	ctx := context.Background()
-	chain, err := pipeline.Dial(ctx, local.Addrs, pipeline.Options{Identity: id, Config: m.Weights.Config, Encoding: enc, Timeout: time.Minute, Link: lc})
+	chain, err := pipeline.Dial(ctx, local.Addrs, pipeline.Options{Identity: id, Config: m.Weights.Config, Encoding: enc,
+		Codecs: codec.Digests(m.Codecs), Timeout: time.Minute, Link: lc})
 	if err != nil {
 		return splitRun{}, err
 	}

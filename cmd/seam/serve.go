@@ -63,7 +63,11 @@ embedding for a first stage and the head for a last one).`,
 				host, _ := os.Hostname()
 				name = fmt.Sprintf("%s[%d:%d]", host, a, b)
 			}
-			srv, err := stage.New(stage.Config{Model: mod, Identity: id, Name: name, Link: lc, Timeout: timeout, MaxSessions: maxSessions, Logger: slog.Default()})
+			cfg := stage.Config{Model: mod, Identity: id, Name: name, Link: lc, Timeout: timeout, MaxSessions: maxSessions, Logger: slog.Default()}
+			if err := stage.UseCodecs(&cfg, m.Codecs); err != nil {
+				return err
+			}
+			srv, err := stage.New(cfg)
 			if err != nil {
 				return err
 			}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/seamlm/seam/codec"
 	"github.com/seamlm/seam/generate"
 	"github.com/seamlm/seam/link"
 	"github.com/seamlm/seam/loader"
@@ -47,14 +48,15 @@ func linkConfig(mbps, latMs float64) (link.Config, error) {
 
 func (f *splitFlags) active() bool { return f.stages != "" || f.split > 0 }
 
+// encodingByName resolves --wire: a built-in encoding, or lowrank (each
+// boundary's learned codec, attached to the container).
 func encodingByName(name string) (wire.EncodingID, error) {
-	for _, id := range wire.Default.IDs() {
+	ids := append(wire.Default.IDs(), wire.EncodingLowRank)
+	var names []string
+	for _, id := range ids {
 		if id.String() == name {
 			return id, nil
 		}
-	}
-	var names []string
-	for _, id := range wire.Default.IDs() {
 		names = append(names, id.String())
 	}
 	return 0, fmt.Errorf("--wire %q: want one of %s", name, strings.Join(names, ", "))
@@ -89,7 +91,8 @@ func (f *splitFlags) session(ctx context.Context, modelPath, tokPath string) (ge
 		}
 		addrs = strings.Split(f.stages, ",")
 	}
-	chain, err := pipeline.Dial(ctx, addrs, pipeline.Options{Identity: head.Identity, Config: head.Config, Encoding: enc, Timeout: f.timeout, Link: lc})
+	chain, err := pipeline.Dial(ctx, addrs, pipeline.Options{Identity: head.Identity, Config: head.Config, Encoding: enc,
+		Codecs: codec.Digests(head.Codecs), Timeout: f.timeout, Link: lc})
 	if err != nil {
 		cleanup()
 		return nil, nil, nil, err
@@ -123,10 +126,10 @@ func startLocal(modelPath, tokPath string, n int, lc link.Config, timeout time.D
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	local, err := stage.StartLocal(m.Weights, ranges, stage.Config{Identity: id, Link: lc, Timeout: timeout})
+	local, err := stage.StartLocal(m.Weights, ranges, stage.Config{Identity: id, Link: lc, Timeout: timeout}, m.Codecs)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	head = &loader.Head{Config: m.Weights.Config, Tokenizer: m.Tokenizer, Identity: id}
+	head = &loader.Head{Config: m.Weights.Config, Tokenizer: m.Tokenizer, Identity: id, Codecs: m.Codecs}
 	return head, local.Addrs, func() { local.Close(); m.Close() }, nil
 }
