@@ -48,24 +48,34 @@ func NewLocal(m *model.Model) (*Local, error) {
 	return &Local{m: m, state: s, x: make([]float32, w.Config.Dim)}, nil
 }
 
-// Forward implements Session.
+// Forward implements Session. All tokens go through the layers as one batch
+// (bit-identical to feeding them one by one).
 func (l *Local) Forward(ctx context.Context, tokens []int, pos int, all bool) ([][]float32, error) {
-	var out [][]float32
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	cfg := l.m.Config()
+	n := len(tokens)
+	if cap(l.x) < n*cfg.Dim {
+		l.x = make([]float32, n*cfg.Dim)
+	}
+	x := l.x[:n*cfg.Dim]
 	for i, tok := range tokens {
-		if err := ctx.Err(); err != nil {
+		if err := l.m.Embed(tok, x[i*cfg.Dim:(i+1)*cfg.Dim]); err != nil {
 			return nil, err
 		}
-		if err := l.m.Embed(tok, l.x); err != nil {
-			return nil, err
-		}
-		if err := l.m.Layers(l.state, l.x, pos+i); err != nil {
-			return nil, err
-		}
-		if !all && i < len(tokens)-1 {
-			continue
-		}
-		logits := make([]float32, l.m.W.Config.VocabSize)
-		if err := l.m.Head(l.x, logits); err != nil {
+	}
+	if err := l.m.LayersBatch(l.state, x, pos, n); err != nil {
+		return nil, err
+	}
+	first := n - 1
+	if all {
+		first = 0
+	}
+	var out [][]float32
+	for i := first; i < n; i++ {
+		logits := make([]float32, cfg.VocabSize)
+		if err := l.m.Head(x[i*cfg.Dim:(i+1)*cfg.Dim], logits); err != nil {
 			return nil, err
 		}
 		out = append(out, logits)

@@ -67,21 +67,34 @@ func MatVec(out []float32, w *tensor.Tensor, x []float32) {
 	if len(x) != w.Cols || len(out) != w.Rows {
 		panic(fmt.Sprintf("kernels.MatVec: tensor %s is %dx%d, got out of %d and x of %d", w.Name, w.Rows, w.Cols, len(out), len(x)))
 	}
+	MatMul(out, w, x, 1)
+}
+
+// MatMul is MatVec for n vectors at once: x holds n rows of w.Cols values
+// and out n rows of w.Rows values, out[t*Rows+r] = MatVec(w, x[t])[r]
+// exactly, bit for bit. Each chunk of w's rows is applied to all n vectors
+// while it is in cache, so a prompt streams the weights once, not n times.
+func MatMul(out []float32, w *tensor.Tensor, x []float32, n int) {
+	if n < 1 || len(x) != n*w.Cols || len(out) != n*w.Rows {
+		panic(fmt.Sprintf("kernels.MatMul: tensor %s is %dx%d, got %d vectors, out of %d and x of %d", w.Name, w.Rows, w.Cols, n, len(out), len(x)))
+	}
 	k := newRowDotter(w)
-	n := Threads()
-	if n == 1 || w.Rows == 1 || w.Rows*w.Cols < serialElems {
-		scratch := k.scratch(len(x))
-		k.rows(out, x, 0, w.Rows, scratch)
+	threads := Threads()
+	if threads == 1 || w.Rows == 1 || w.Rows*w.Cols < serialElems {
+		scratch := k.scratch(w.Cols)
+		for t := range n {
+			k.rows(out[t*w.Rows:(t+1)*w.Rows], x[t*w.Cols:(t+1)*w.Cols], 0, w.Rows, scratch)
+		}
 		k.release(scratch)
 		return
 	}
-	parallel(out, k, x, n)
+	parallel(out, k, x, n, w.Rows, w.Cols, threads)
 }
 
-func parallel(out []float32, k rowDotter, x []float32, n int) {
-	j := &job{k: k, out: out, x: x}
-	j.chunkRows = max(1, chunkElems/len(x), len(out)/(chunksPerThread*n))
-	j.chunks = (len(out) + j.chunkRows - 1) / j.chunkRows
+func parallel(out []float32, k rowDotter, x []float32, tokens, rows, cols, n int) {
+	j := &job{k: k, out: out, x: x, tokens: tokens, rows: rows, cols: cols}
+	j.chunkRows = max(1, chunkElems/cols, rows/(chunksPerThread*n))
+	j.chunks = (rows + j.chunkRows - 1) / j.chunkRows
 	j.remaining.Store(int64(j.chunks))
 	helpers := min(n-1, j.chunks-1)
 	pool.ensure(helpers)
@@ -99,9 +112,11 @@ func parallel(out []float32, k rowDotter, x []float32, n int) {
 // woke. Chunks of rows are claimed in any order, but each row is computed
 // whole by one goroutine: that makes the result independent of scheduling.
 type job struct {
-	k         rowDotter
-	out, x    []float32
-	chunkRows int
+	k          rowDotter
+	out, x     []float32 // tokens vectors each
+	tokens     int
+	rows, cols int
+	chunkRows  int
 	chunks    int
 	next      atomic.Int64 // next chunk to claim
 	remaining atomic.Int64 // chunks not yet finished
@@ -120,10 +135,13 @@ func (j *job) work() {
 			break
 		}
 		if !claimed {
-			scratch, claimed = j.k.scratch(len(j.x)), true
+			scratch, claimed = j.k.scratch(j.cols), true
 		}
 		r0 := c * j.chunkRows
-		j.k.rows(j.out, j.x, r0, min(r0+j.chunkRows, len(j.out)), scratch)
+		r1 := min(r0+j.chunkRows, j.rows)
+		for t := range j.tokens {
+			j.k.rows(j.out[t*j.rows:(t+1)*j.rows], j.x[t*j.cols:(t+1)*j.cols], r0, r1, scratch)
+		}
 		if j.remaining.Add(-1) == 0 {
 			j.mu.Lock()
 			if j.parked {

@@ -55,14 +55,14 @@ func (m *Model) buildRope() {
 // Config returns the model configuration.
 func (m *Model) Config() *Config { return &m.W.Config }
 
-// State is one session's KV cache for a layer range, plus scratch buffers.
+// State is one session's KV cache for a layer range, plus scratch buffers
+// sized for the largest batch run so far.
 type State struct {
 	First, Last int
 	next        int         // positions [0, next) are cached
 	keys, vals  [][]float32 // per held layer: SeqLen x KVDim
-	xb, xb2     []float32
-	q           []float32
-	hb, hb2     []float32
+	xb, xb2, q  []float32   // batch x Dim
+	hb, hb2     []float32   // batch x HiddenDim
 	att         []float32
 }
 
@@ -72,12 +72,7 @@ func (m *Model) NewState(first, last int) (*State, error) {
 	if first < m.W.First || last > m.W.Last || first >= last {
 		return nil, fmt.Errorf("layer range [%d, %d) is not within the held layers [%d, %d)", first, last, m.W.First, m.W.Last)
 	}
-	s := &State{
-		First: first, Last: last,
-		xb: make([]float32, c.Dim), xb2: make([]float32, c.Dim), q: make([]float32, c.Dim),
-		hb: make([]float32, c.HiddenDim), hb2: make([]float32, c.HiddenDim),
-		att: make([]float32, c.SeqLen),
-	}
+	s := &State{First: first, Last: last, att: make([]float32, c.SeqLen)}
 	for l := first; l < last; l++ {
 		s.keys = append(s.keys, make([]float32, c.SeqLen*c.KVDim()))
 		s.vals = append(s.vals, make([]float32, c.SeqLen*c.KVDim()))
@@ -90,6 +85,14 @@ func (s *State) Reset() { s.next = 0 }
 
 // Next is the first position not yet cached: the position of the next token.
 func (s *State) Next() int { return s.next }
+
+func (s *State) ensureBatch(n int, c *Config) {
+	if len(s.xb) >= n*c.Dim {
+		return
+	}
+	s.xb, s.xb2, s.q = make([]float32, n*c.Dim), make([]float32, n*c.Dim), make([]float32, n*c.Dim)
+	s.hb, s.hb2 = make([]float32, n*c.HiddenDim), make([]float32, n*c.HiddenDim)
+}
 
 // Embed writes the embedding of token into x (length Dim).
 func (m *Model) Embed(token int, x []float32) error {
@@ -106,48 +109,68 @@ func (m *Model) Embed(token int, x []float32) error {
 // Layers runs the state's layers on the hidden state x of the token at
 // position pos, in place, caching its keys and values.
 func (m *Model) Layers(s *State, x []float32, pos int) error {
+	return m.LayersBatch(s, x, pos, 1)
+}
+
+// LayersBatch runs the state's layers on the hidden states of n consecutive
+// tokens (x is n x Dim, updated in place) at positions pos .. pos+n-1. The
+// result is bit-identical to n calls of Layers (which is this with n = 1);
+// batching only lets each weight matrix be streamed once for all n tokens.
+func (m *Model) LayersBatch(s *State, x []float32, pos, n int) error {
 	c := &m.W.Config
-	if pos < 0 || pos >= c.SeqLen {
-		return fmt.Errorf("position %d is outside the context of %d", pos, c.SeqLen)
+	if n < 1 || pos < 0 || pos+n > c.SeqLen {
+		return fmt.Errorf("positions [%d, %d) are outside the context of %d", pos, pos+n, c.SeqLen)
 	}
-	if len(x) != c.Dim {
-		return fmt.Errorf("hidden state has width %d, model has %d", len(x), c.Dim)
+	if len(x) != n*c.Dim {
+		return fmt.Errorf("hidden states hold %d values, %d tokens of width %d need %d", len(x), n, c.Dim, n*c.Dim)
 	}
 	// Attention reads positions [0, pos]: all of them must have been computed
 	// in this session. Rewinding (pos < next) is allowed and drops the rest.
 	if pos > s.next {
 		return fmt.Errorf("position %d skips ahead: only positions [0, %d) are cached", pos, s.next)
 	}
+	s.ensureBatch(n, c)
 	for l := s.First; l < s.Last; l++ {
-		m.layer(s, l, x, pos)
+		m.layer(s, l, x, pos, n)
 	}
-	s.next = pos + 1
+	s.next = pos + n
 	return nil
 }
 
-func (m *Model) layer(s *State, l int, x []float32, pos int) {
+func (m *Model) layer(s *State, l int, x []float32, pos, n int) {
 	c := &m.W.Config
 	w := &m.W.Layers[l]
-	kvDim := c.KVDim()
-	key := s.keys[l-s.First][pos*kvDim : (pos+1)*kvDim]
-	val := s.vals[l-s.First][pos*kvDim : (pos+1)*kvDim]
+	d, kvDim := c.Dim, c.KVDim()
+	keys := s.keys[l-s.First][pos*kvDim : (pos+n)*kvDim]
+	vals := s.vals[l-s.First][pos*kvDim : (pos+n)*kvDim]
+	xb, xb2, q := s.xb[:n*d], s.xb2[:n*d], s.q[:n*d]
+	hb, hb2 := s.hb[:n*c.HiddenDim], s.hb2[:n*c.HiddenDim]
 
-	kernels.RMSNorm(s.xb, x, m.attnNorm[l], c.NormEps)
-	kernels.MatVec(s.q, &w.Wq, s.xb)
-	kernels.MatVec(key, &w.Wk, s.xb)
-	kernels.MatVec(val, &w.Wv, s.xb)
-	m.rope(s.q, pos)
-	m.rope(key, pos)
-	m.attention(s, l, pos)
-	kernels.MatVec(s.xb2, &w.Wo, s.xb)
-	kernels.Axpy(x, 1, s.xb2)
+	for t := range n {
+		kernels.RMSNorm(xb[t*d:(t+1)*d], x[t*d:(t+1)*d], m.attnNorm[l], c.NormEps)
+	}
+	kernels.MatMul(q, &w.Wq, xb, n)
+	kernels.MatMul(keys, &w.Wk, xb, n)
+	kernels.MatMul(vals, &w.Wv, xb, n)
+	for t := range n {
+		m.rope(q[t*d:(t+1)*d], pos+t)
+		m.rope(keys[t*kvDim:(t+1)*kvDim], pos+t)
+	}
+	// Causal: token t attends to positions up to pos+t, all now cached.
+	for t := range n {
+		m.attention(s, l, q[t*d:(t+1)*d], xb[t*d:(t+1)*d], pos+t)
+	}
+	kernels.MatMul(xb2, &w.Wo, xb, n)
+	kernels.Axpy(x, 1, xb2)
 
-	kernels.RMSNorm(s.xb, x, m.ffnNorm[l], c.NormEps)
-	kernels.MatVec(s.hb, &w.W1, s.xb)
-	kernels.MatVec(s.hb2, &w.W3, s.xb)
-	kernels.SwiGLU(s.hb, s.hb2)
-	kernels.MatVec(s.xb2, &w.W2, s.hb)
-	kernels.Axpy(x, 1, s.xb2)
+	for t := range n {
+		kernels.RMSNorm(xb[t*d:(t+1)*d], x[t*d:(t+1)*d], m.ffnNorm[l], c.NormEps)
+	}
+	kernels.MatMul(hb, &w.W1, xb, n)
+	kernels.MatMul(hb2, &w.W3, xb, n)
+	kernels.SwiGLU(hb, hb2)
+	kernels.MatMul(xb2, &w.W2, hb, n)
+	kernels.Axpy(x, 1, xb2)
 }
 
 // rope rotates adjacent pairs (v[2i], v[2i+1]) of each head, the pairing that
@@ -169,9 +192,10 @@ func (m *Model) rope(v []float32, pos int) {
 	}
 }
 
-// attention computes grouped-query attention of s.q over cached positions
-// 0..pos of layer l, writing the heads' outputs into s.xb.
-func (m *Model) attention(s *State, l, pos int) {
+// attention computes grouped-query attention of query q (one token, all
+// heads) over cached positions 0..pos of layer l, writing the heads' outputs
+// into out.
+func (m *Model) attention(s *State, l int, q, out []float32, pos int) {
 	c := &m.W.Config
 	hd, kvDim := c.HeadDim(), c.KVDim()
 	group := c.NHeads / c.NKVHeads
@@ -179,16 +203,16 @@ func (m *Model) attention(s *State, l, pos int) {
 	keys, vals := s.keys[l-s.First], s.vals[l-s.First]
 	att := s.att[:pos+1]
 	for h := 0; h < c.NHeads; h++ {
-		q := s.q[h*hd : (h+1)*hd]
+		qh := q[h*hd : (h+1)*hd]
 		kvOff := (h / group) * hd
 		for t := 0; t <= pos; t++ {
-			att[t] = kernels.Dot(q, keys[t*kvDim+kvOff:t*kvDim+kvOff+hd]) * scale
+			att[t] = kernels.Dot(qh, keys[t*kvDim+kvOff:t*kvDim+kvOff+hd]) * scale
 		}
 		kernels.Softmax(att)
-		out := s.xb[h*hd : (h+1)*hd]
-		clear(out)
+		oh := out[h*hd : (h+1)*hd]
+		clear(oh)
 		for t := 0; t <= pos; t++ {
-			kernels.Axpy(out, att[t], vals[t*kvDim+kvOff:t*kvDim+kvOff+hd])
+			kernels.Axpy(oh, att[t], vals[t*kvDim+kvOff:t*kvDim+kvOff+hd])
 		}
 	}
 }

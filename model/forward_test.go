@@ -250,3 +250,41 @@ func TestPositionChecks(t *testing.T) {
 		t.Error("state beyond the model's layers accepted")
 	}
 }
+
+// A batch of tokens through LayersBatch gives bit-identical hidden states
+// (and so logits) to the same tokens one by one, also when the batch
+// starts mid-sequence.
+func TestBatchIsBitIdentical(t *testing.T) {
+	w, err := synth.Weights(synth.DemoConfig(), 11)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := model.New(w)
+	d := w.Config.Dim
+	tokens := []int{1, 70, 80, 90, 100, 300, 301, 7, 8, 9, 10}
+	one, _ := m.NewState(0, w.Config.NLayers)
+	want := make([]float32, len(tokens)*d)
+	for pos, tok := range tokens {
+		x := want[pos*d : (pos+1)*d]
+		m.Embed(tok, x)
+		if err := m.Layers(one, x, pos); err != nil {
+			t.Fatal(err)
+		}
+	}
+	batch, _ := m.NewState(0, w.Config.NLayers)
+	got := make([]float32, len(tokens)*d)
+	for i, tok := range tokens {
+		m.Embed(tok, got[i*d:(i+1)*d])
+	}
+	// Three batches: [0,4), [4,5), [5,11).
+	for _, r := range [][2]int{{0, 4}, {4, 5}, {5, 11}} {
+		if err := m.LayersBatch(batch, got[r[0]*d:r[1]*d], r[0], r[1]-r[0]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range want {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("value %d (token %d): batch %v, one by one %v", i, i/d, got[i], want[i])
+		}
+	}
+}

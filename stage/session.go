@@ -184,10 +184,8 @@ func (s *Server) process(f *wire.Frame) error {
 	if err := s.input(sess, f, n); err != nil {
 		return err
 	}
-	for i := 0; i < n; i++ {
-		if err := s.cfg.Model.Layers(sess.state, sess.x[i*cfg.Dim:(i+1)*cfg.Dim], int(f.Start)+i); err != nil {
-			return fmt.Errorf("layers [%d, %d) at position %d: %w", sess.state.First, sess.state.Last, int(f.Start)+i, err)
-		}
+	if err := s.cfg.Model.LayersBatch(sess.state, sess.x[:n*cfg.Dim], int(f.Start), n); err != nil {
+		return fmt.Errorf("layers [%d, %d) at positions [%d, %d): %w", sess.state.First, sess.state.Last, f.Start, int(f.Start)+n, err)
 	}
 	m := wire.Meta{Session: f.Session, Request: f.Request, Start: f.Start}
 	if s.cfg.Model.W.HasHead() {

@@ -20,6 +20,14 @@ func DemoConfig() model.Config {
 		SeqLen: 256, RopeTheta: 10000, RopeDim: 16, NormEps: 1e-5, TiedOutput: false}
 }
 
+// WideConfig is a shallow, wide model (dim 1024) with a small vocabulary:
+// compute is light but every activation crossing a stage boundary is 4 KiB
+// in f32, so link benchmarks show what the wire encoding costs.
+func WideConfig() model.Config {
+	return model.Config{Dim: 1024, HiddenDim: 2816, NLayers: 4, NHeads: 16, NKVHeads: 16, VocabSize: 512,
+		SeqLen: 512, RopeTheta: 10000, RopeDim: 64, NormEps: 1e-5, TiedOutput: false}
+}
+
 // Stories110MConfig has the shape of llama2.c's stories110M, for benchmarks.
 func Stories110MConfig() model.Config {
 	return model.Config{Dim: 768, HiddenDim: 2048, NLayers: 12, NHeads: 12, NKVHeads: 12, VocabSize: 32000,

@@ -15,7 +15,7 @@ func newSynthCmd() *cobra.Command {
 	var shape, out string
 	var seed uint64
 	cmd := &cobra.Command{
-		Use:   "synth --shape demo|stories110m --out DIR",
+		Use:   "synth --shape demo|wide|stories110m --out DIR",
 		Short: "Write a random-weight llama2.c checkpoint and tokenizer, for benchmarks",
 		Long: `Synth writes model.bin (llama2.c version 0, f32) and tokenizer.bin with
 deterministic RANDOM weights in a given shape, so that decode speed can be
@@ -29,8 +29,10 @@ identical inputs without downloading a model.`,
 				cfg = synth.DemoConfig()
 			case "stories110m":
 				cfg = synth.Stories110MConfig()
+			case "wide":
+				cfg = synth.WideConfig()
 			default:
-				return fmt.Errorf("--shape %q: want demo or stories110m", shape)
+				return fmt.Errorf("--shape %q: want demo, wide or stories110m", shape)
 			}
 			if err := os.MkdirAll(out, 0o755); err != nil {
 				return err
@@ -53,7 +55,7 @@ identical inputs without downloading a model.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&shape, "shape", "stories110m", "model shape: demo or stories110m")
+	cmd.Flags().StringVar(&shape, "shape", "stories110m", "model shape: demo (dim 128), wide (dim 1024, 4 layers) or stories110m")
 	cmd.Flags().StringVar(&out, "out", "", "output directory (required)")
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "random seed for the weights")
 	cmd.MarkFlagRequired("out")
