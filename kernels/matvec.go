@@ -117,12 +117,12 @@ type job struct {
 	tokens     int
 	rows, cols int
 	chunkRows  int
-	chunks    int
-	next      atomic.Int64 // next chunk to claim
-	remaining atomic.Int64 // chunks not yet finished
-	mu        sync.Mutex
-	done      *sync.Cond // signalled when remaining reaches 0 and someone parked
-	parked    bool
+	chunks     int
+	next       atomic.Int64 // next chunk to claim
+	remaining  atomic.Int64 // chunks not yet finished
+	mu         sync.Mutex
+	done       *sync.Cond // signalled when remaining reaches 0 and someone parked
+	parked     bool
 }
 
 // work claims and computes chunks until none is left.
