@@ -2,5 +2,8 @@ package main
 
 import "github.com/spf13/cobra"
 
-// benchCommands are the subcommands of `seam bench`.
-func benchCommands() []*cobra.Command { return nil }
+// benchCommands are the subcommands of `seam bench` besides split: the
+// container-import measurements documented in docs/benchmarks.md.
+func benchCommands() []*cobra.Command {
+	return []*cobra.Command{newBenchMakeGGUFCmd(), newBenchOpenRangeCmd()}
+}
