@@ -131,31 +131,12 @@ func quality(t *testing.T, m *loader.Model, enc wire.EncodingID, tokens []int, w
 		t.Fatal(err)
 	}
 	for p := range want {
-		lp, lq := logSoftmax(want[p]), logSoftmax(got[p])
-		for i := range lp {
-			kl += math.Exp(lp[i]) * (lp[i] - lq[i])
-		}
+		kl += generate.KL(want[p], got[p])
 		if sample.Argmax(want[p]) == sample.Argmax(got[p]) {
 			top1++
 		}
 	}
 	return kl / float64(len(want)), top1 / float64(len(want))
-}
-
-func logSoftmax(x []float32) []float64 {
-	maxv := math.Inf(-1)
-	for _, v := range x {
-		maxv = math.Max(maxv, float64(v))
-	}
-	var sum float64
-	for _, v := range x {
-		sum += math.Exp(float64(v) - maxv)
-	}
-	out := make([]float64, len(x))
-	for i, v := range x {
-		out[i] = float64(v) - maxv - math.Log(sum)
-	}
-	return out
 }
 
 // f16 and q8 between stages (two boundaries, layers 1 and 3) against the

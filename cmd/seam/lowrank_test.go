@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"math"
 	"os"
 	"strings"
 	"testing"
@@ -166,7 +165,7 @@ func TestLowRankQuality(t *testing.T) {
 	want, _ := whole.Forward(context.Background(), tokens, 0, true)
 	var kl float64
 	for p := range want {
-		kl += klDiv(want[p], got[p])
+		kl += generate.KL(want[p], got[p])
 	}
 	kl /= float64(len(want))
 	t.Logf("lowrank (%d bytes/token) mean KL over %d positions: %.4f nats", c.PayloadBytes(), len(want), kl)
@@ -175,29 +174,4 @@ func TestLowRankQuality(t *testing.T) {
 	if kl <= 0 || kl > 0.1 {
 		t.Fatalf("mean KL %.4f outside (0, 0.1]", kl)
 	}
-}
-
-func klDiv(p, q []float32) float64 {
-	lp, lq := logSoftmax(p), logSoftmax(q)
-	var kl float64
-	for i := range lp {
-		kl += math.Exp(lp[i]) * (lp[i] - lq[i])
-	}
-	return kl
-}
-
-func logSoftmax(x []float32) []float64 {
-	maxv := math.Inf(-1)
-	for _, v := range x {
-		maxv = math.Max(maxv, float64(v))
-	}
-	var sum float64
-	for _, v := range x {
-		sum += math.Exp(float64(v) - maxv)
-	}
-	out := make([]float64, len(x))
-	for i, v := range x {
-		out[i] = float64(v) - maxv - math.Log(sum)
-	}
-	return out
 }
