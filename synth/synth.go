@@ -128,3 +128,27 @@ func Tokenizer(vocabSize int) (*tokenizer.Tokenizer, error) {
 	types[0] = 2 // unknown
 	return tokenizer.New(tokenizer.Vocab{Pieces: pieces, Scores: scores, Types: types, BOS: 1, EOS: 2})
 }
+
+// DemoWeights are Weights(DemoConfig(), seed) with the classifier biased
+// towards printable pieces: the rows of the specials and the 256 byte pieces
+// (ids below 259 in Tokenizer's vocabulary) are zeroed and the rest scaled
+// by 3, so that sampled noise reads as characters rather than stray bytes.
+func DemoWeights(seed uint64) (*model.Weights, error) {
+	w, err := Weights(DemoConfig(), seed)
+	if err != nil {
+		return nil, err
+	}
+	out := tensor.AsF32(w.Output.Data)
+	cols := w.Output.Cols
+	for r := 0; r < w.Output.Rows; r++ {
+		row := out[r*cols : (r+1)*cols]
+		for i := range row {
+			if r < 3+256 {
+				row[i] = 0
+			} else {
+				row[i] *= 3
+			}
+		}
+	}
+	return w, nil
+}
