@@ -2,7 +2,6 @@ package importer
 
 import (
 	"errors"
-	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -10,10 +9,9 @@ import (
 	"github.com/seamlm/seam/container"
 	"github.com/seamlm/seam/internal/testmodels"
 	"github.com/seamlm/seam/loader"
-	"github.com/seamlm/seam/model"
 )
 
-// logitsAt runs tokens through the whole model and returns every position's logits.
+// logitsAt runs tokens through the whole model at path.
 func logitsAt(t *testing.T, path string, tokens []int) [][]float32 {
 	t.Helper()
 	m, err := loader.Open(path, loader.Options{NoTokenizer: true})
@@ -21,23 +19,7 @@ func logitsAt(t *testing.T, path string, tokens []int) [][]float32 {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	mod, err := model.New(m.Weights)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, _ := mod.NewState(0, m.Weights.Config.NLayers)
-	x := make([]float32, m.Weights.Config.Dim)
-	var out [][]float32
-	for pos, tok := range tokens {
-		mod.Embed(tok, x)
-		if err := mod.Layers(s, x, pos); err != nil {
-			t.Fatal(err)
-		}
-		l := make([]float32, m.Weights.Config.VocabSize)
-		mod.Head(x, l)
-		out = append(out, l)
-	}
-	return out
+	return testmodels.Logits(t, m.Weights, tokens)
 }
 
 func TestImportGivesBitIdenticalLogits(t *testing.T) {
@@ -56,14 +38,7 @@ func TestImportGivesBitIdenticalLogits(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := logitsAt(t, filepath.Join(dir, src.file), tokens)
-			got := logitsAt(t, out, tokens)
-			for p := range want {
-				for i := range want[p] {
-					if math.Float32bits(got[p][i]) != math.Float32bits(want[p][i]) {
-						t.Fatalf("position %d logit %d: container %v, source %v", p, i, got[p][i], want[p][i])
-					}
-				}
-			}
+			testmodels.SameBits(t, "container against source", logitsAt(t, out, tokens), want)
 			// The identity a head computes from the source file equals the container's.
 			srcModel, err := loader.Open(filepath.Join(dir, src.file), loader.Options{NoTokenizer: true})
 			if err != nil {

@@ -1,33 +1,10 @@
 package loader
 
 import (
-	"math"
 	"testing"
 
 	"github.com/seamlm/seam/internal/testmodels"
-	"github.com/seamlm/seam/model"
 )
-
-func logits(t *testing.T, m *Model, tokens []int) [][]float32 {
-	t.Helper()
-	mod, err := model.New(m.Weights)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, _ := mod.NewState(0, m.Weights.Config.NLayers)
-	x := make([]float32, m.Weights.Config.Dim)
-	var out [][]float32
-	for pos, tok := range tokens {
-		mod.Embed(tok, x)
-		if err := mod.Layers(s, x, pos); err != nil {
-			t.Fatal(err)
-		}
-		l := make([]float32, m.Weights.Config.VocabSize)
-		mod.Head(x, l)
-		out = append(out, l)
-	}
-	return out
-}
 
 // The llama2.c checkpoint and the GGUF of the same model both rotate
 // adjacent pairs under RoPE (GGUF converters permute Hugging Face's
@@ -54,14 +31,7 @@ func TestGGUFAndLlama2cAgree(t *testing.T) {
 			t.Fatalf("tokenizers disagree at %d: %v vs %v", i, a, b)
 		}
 	}
-	la, lb := logits(t, bin, a), logits(t, gg, b)
-	for p := range la {
-		for i := range la[p] {
-			if math.Float32bits(la[p][i]) != math.Float32bits(lb[p][i]) {
-				t.Fatalf("position %d logit %d: llama2.c %v, GGUF %v", p, i, la[p][i], lb[p][i])
-			}
-		}
-	}
+	testmodels.SameBits(t, "GGUF against llama2.c", testmodels.Logits(t, gg.Weights, b), testmodels.Logits(t, bin.Weights, a))
 }
 
 // A narrowed single-file model keeps the whole model's identity.

@@ -2,7 +2,7 @@ package pipeline
 
 import (
 	"context"
-	"math"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -68,13 +68,7 @@ func TestInProcessSplitIsBitIdentical(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for p := range want {
-			for i := range want[p] {
-				if math.Float32bits(got[p][i]) != math.Float32bits(want[p][i]) {
-					t.Fatalf("%d stages: position %d logit %d: split %v, whole %v", k, p, i, got[p][i], want[p][i])
-				}
-			}
-		}
+		testmodels.SameBits(t, fmt.Sprintf("%d stages against the whole model", k), got, want)
 	}
 }
 

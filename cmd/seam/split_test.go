@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -118,13 +117,7 @@ func TestProcessSplitParity(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for p := range wantLogits {
-				for i := range wantLogits[p] {
-					if math.Float32bits(got[p][i]) != math.Float32bits(wantLogits[p][i]) {
-						t.Fatalf("position %d logit %d: split %v, whole %v", p, i, got[p][i], wantLogits[p][i])
-					}
-				}
-			}
+			testmodels.SameBits(t, fmt.Sprintf("%d processes against the whole model", k), got, wantLogits)
 			text, err := seam(t, "run", "--model", ctr, "--stages", strings.Join(addrs, ","), "-n", "256", "--temperature", "0", "Once upon a time")
 			if err != nil {
 				t.Fatal(err)
