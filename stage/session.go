@@ -181,6 +181,13 @@ func (s *Server) process(f *wire.Frame) error {
 	if n == 0 {
 		return fmt.Errorf("%v frame carries no tokens: %w", f.Kind, wire.ErrMalformed)
 	}
+	// Bound the activations this frame makes us allocate by the context
+	// before allocating them (a token-id frame is 4 bytes a token on the
+	// wire but Dim floats a token here).
+	if end := int(f.Start) + n; end > cfg.SeqLen || int(f.Start) > sess.state.Next() {
+		return fmt.Errorf("positions [%d, %d) with [0, %d) cached do not fit the context of %d: %w",
+			f.Start, end, sess.state.Next(), cfg.SeqLen, errSession)
+	}
 	if err := s.input(sess, f, n); err != nil {
 		return err
 	}

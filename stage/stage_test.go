@@ -224,3 +224,25 @@ func (k *killAfter) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// A frame whose positions run past the context, or skip ahead of what the
+// session has cached, is refused with an error to the head, before the stage
+// allocates anything for it; the session stays usable.
+func TestPositionsBeyondContextRefused(t *testing.T) {
+	w := demoWeights(t)
+	c, _ := startChain(t, w, [][2]int{{0, 3}, {3, 6}}, stage.Config{Timeout: 5 * time.Second})
+	s, err := c.NewSession(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tooMany := make([]int, w.Config.SeqLen+1)
+	if _, err := s.Forward(context.Background(), tooMany, 0, false); err == nil || !strings.Contains(err.Error(), "context") {
+		t.Fatalf("prefill beyond the context: %v", err)
+	}
+	if _, err := s.Forward(context.Background(), []int{1}, 5, false); err == nil || !strings.Contains(err.Error(), "cached") {
+		t.Fatalf("decode skipping ahead: %v", err)
+	}
+	if _, err := s.Forward(context.Background(), []int{1, 2, 3}, 0, false); err != nil {
+		t.Fatalf("session unusable after refusals: %v", err)
+	}
+}
