@@ -952,3 +952,28 @@ func mustOpen(t testing.TB, dir string) *Container {
 }
 
 func second[T any](_ T, err error) error { return err }
+
+// VerifyProgress reports every region's bytes, ending at the total.
+func TestVerifyProgress(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "c")
+	build(t, newFixture(false, 3), dir)
+	c, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last, calls int64
+	var total int64
+	rep, err := c.VerifyProgress(func(done, all int64) {
+		if done < last {
+			t.Fatalf("progress went back from %d to %d", last, done)
+		}
+		last, total = done, all
+		calls++
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last != rep.Bytes || total != rep.Bytes || calls != int64(rep.Regions) {
+		t.Fatalf("progress ended at %d of %d after %d calls; report: %d bytes, %d regions", last, total, calls, rep.Bytes, rep.Regions)
+	}
+}

@@ -49,11 +49,28 @@ func Verify(dir string) (*Report, error) {
 }
 
 // Verify checks the container's files against its index; see Verify.
-func (c *Container) Verify() (*Report, error) {
+func (c *Container) Verify() (*Report, error) { return c.VerifyProgress(nil) }
+
+// VerifyProgress is Verify, calling progress (when not nil) after each
+// region with the region bytes hashed so far and in all: a large model takes
+// minutes to hash.
+func (c *Container) VerifyProgress(progress func(done, total int64)) (*Report, error) {
 	rep := &Report{Generation: Generation, Config: c.l.cfg, Identity: c.l.identity, Segments: len(c.l.segments)}
 	buf := make([]byte, defaultBufferSize)
+	var total int64
 	for _, s := range c.l.segments {
-		n, err := c.verifySegment(s, buf)
+		for _, r := range s.Regions {
+			total += r.Length
+		}
+	}
+	// rep.Bytes counts the segments already done; inSegment the current one.
+	tick := func(inSegment int64) {
+		if progress != nil {
+			progress(rep.Bytes+inSegment, total)
+		}
+	}
+	for _, s := range c.l.segments {
+		n, err := c.verifySegment(s, buf, tick)
 		if err != nil {
 			return nil, err
 		}
@@ -80,7 +97,7 @@ func (c *Container) Verify() (*Report, error) {
 
 // verifySegment reads one segment file front to back and returns the number
 // of region bytes hashed.
-func (c *Container) verifySegment(s Segment, buf []byte) (int64, error) {
+func (c *Container) verifySegment(s Segment, buf []byte, tick func(hashedInSegment int64)) (int64, error) {
 	path := filepath.Join(c.dir, s.File)
 	f, err := os.Open(path)
 	if err != nil {
@@ -118,6 +135,7 @@ func (c *Container) verifySegment(s Segment, buf []byte) (int64, error) {
 		}
 		pos = r.Offset + r.Length
 		hashed += r.Length
+		tick(hashed)
 	}
 	return hashed, nil
 }

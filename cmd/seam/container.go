@@ -79,7 +79,16 @@ names the first failing region on any failure. An empty container fails.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			start := time.Now()
-			rep, err := container.Verify(args[0])
+			c, err := container.Open(args[0])
+			if err != nil {
+				return fmt.Errorf("verify %s: FAILED: %w", args[0], err)
+			}
+			var progress func(done, total int64)
+			if bar := newBar(cmd, "verifying"); bar != nil {
+				progress = func(done, total int64) { bar.ChangeMax64(total); bar.Set64(done) }
+				defer fmt.Fprintln(cmd.ErrOrStderr())
+			}
+			rep, err := c.VerifyProgress(progress)
 			if err != nil {
 				return fmt.Errorf("verify %s: FAILED: %w", args[0], err)
 			}
