@@ -33,6 +33,11 @@ type Config struct {
 	// MaxSessions bounds the KV caches held at once (each is
 	// layers x context x kv width x 8 bytes).
 	MaxSessions int
+	// AllowDownstream, when not empty, lists the only addresses (host:port,
+	// as the head names them) this stage will dial when a head routes it to
+	// its successor. Without it a stage dials whatever address a head names,
+	// so anyone who can reach the stage can make it open connections.
+	AllowDownstream []string
 }
 
 // Server is a running stage.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -290,6 +291,9 @@ func (s *Server) route(hc *headConn, f *wire.Frame) error {
 	}
 	if hc.down != nil {
 		return fmt.Errorf("a downstream route is already set (%s): %w", hc.down.name, wire.ErrMalformed)
+	}
+	if allow := s.cfg.AllowDownstream; len(allow) > 0 && !slices.Contains(allow, r.Addr) {
+		return fmt.Errorf("stage %q may not dial %s: its --allow-downstream list is %v", s.cfg.Name, r.Addr, allow)
 	}
 	conn, err := net.DialTimeout("tcp", r.Addr, s.cfg.Timeout)
 	if err != nil {

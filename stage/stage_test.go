@@ -246,3 +246,18 @@ func TestPositionsBeyondContextRefused(t *testing.T) {
 		t.Fatalf("session unusable after refusals: %v", err)
 	}
 }
+
+// A stage with an allowlist refuses to be routed elsewhere, naming the address.
+func TestAllowDownstream(t *testing.T) {
+	w := demoWeights(t)
+	local, err := stage.StartLocal(w, [][2]int{{0, 3}, {3, 6}}, stage.Config{Identity: testID, Timeout: 5 * time.Second, Logger: quiet,
+		AllowDownstream: []string{"10.9.9.9:7070"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	_, err = pipeline.Dial(context.Background(), local.Addrs, pipeline.Options{Identity: testID, Config: w.Config, Timeout: 5 * time.Second})
+	if err == nil || !strings.Contains(err.Error(), "may not dial "+local.Addrs[1]) {
+		t.Fatalf("route outside the allowlist: %v", err)
+	}
+}

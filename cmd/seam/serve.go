@@ -21,6 +21,7 @@ func newServeCmd() *cobra.Command {
 	var (
 		modelPath, layers, listen, name string
 		timeout                         time.Duration
+		allowDown                       []string
 		maxSessions                     int
 		linkMbps, linkLatMs             float64
 	)
@@ -33,7 +34,11 @@ stage to the next. The first stage (A = 0) embeds token ids; the last
 (B = n_layers) sends logits straight back to the head.
 
 With a container only this range's segment files are mapped (plus the
-embedding for a first stage and the head for a last one).`,
+embedding for a first stage and the head for a last one).
+
+Seam has no authentication yet: a head that reaches a stage can use it, and
+routes it to the next stage by address. On networks you do not trust, bind
+--listen to a private interface and restrict routes with --allow-downstream.`,
 		Example: `  seam serve --model model.seam --layers 0:3 --listen :7070
   seam serve --model model.seam --layers 3:5 --listen :7071`,
 		Args: cobra.NoArgs,
@@ -63,7 +68,8 @@ embedding for a first stage and the head for a last one).`,
 				host, _ := os.Hostname()
 				name = fmt.Sprintf("%s[%d:%d]", host, a, b)
 			}
-			cfg := stage.Config{Model: mod, Identity: id, Name: name, Link: lc, Timeout: timeout, MaxSessions: maxSessions, Logger: slog.Default()}
+			cfg := stage.Config{Model: mod, Identity: id, Name: name, Link: lc, Timeout: timeout, MaxSessions: maxSessions,
+				AllowDownstream: allowDown, Logger: slog.Default()}
 			if err := stage.UseCodecs(&cfg, m.Codecs); err != nil {
 				return err
 			}
@@ -89,6 +95,7 @@ embedding for a first stage and the head for a last one).`,
 	cmd.Flags().StringVar(&name, "name", "", "stage name in messages (default host[A:B])")
 	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "bound on each write and on the downstream handshake")
 	cmd.Flags().IntVar(&maxSessions, "max-sessions", 64, "most sessions (KV caches) held at once")
+	cmd.Flags().StringSliceVar(&allowDown, "allow-downstream", nil, "host:port addresses this stage may be routed to (default: any; set it on stages reachable by untrusted hosts)")
 	registerLinkFlags(cmd, &linkMbps, &linkLatMs)
 	cmd.MarkFlagRequired("model")
 	cmd.MarkFlagRequired("layers")
