@@ -162,12 +162,13 @@ func (c *Chain) handshake(sc *stageConn) error {
 	if err != nil {
 		return err
 	}
-	h.PeerLayers = ack.Layers // the head learns the range; tiling is checked across all stages
 	agreed, err := wire.CheckHelloAck(&h, &ack)
 	if err != nil {
 		return err
 	}
 	sc.fr.Pin(agreed)
+	// The head holds no layers, so the handshake skipped the boundary
+	// checks; it learns the range here and checks the tiling of all stages.
 	sc.layers, sc.name = ack.Layers, ack.Name
 	return nil
 }
