@@ -16,7 +16,6 @@ import (
 	"github.com/seamlm/seam/model"
 	"github.com/spf13/cobra"
 	"github.com/zeebo/blake3"
-	"golang.org/x/term"
 )
 
 // codecCommands are the boundary-codec and evaluation commands.
@@ -126,8 +125,8 @@ func openFull(path, tokPath string) (*loader.Model, *model.Model, error) {
 // progress returns a progress bar on stderr when it is a terminal, else nil
 // (eval accepts a nil Progress).
 func progress(cmd *cobra.Command, what string) eval.Progress {
-	f, ok := cmd.ErrOrStderr().(*os.File)
-	if !ok || !term.IsTerminal(int(f.Fd())) {
+	f, ok := stderrTerminal(cmd)
+	if !ok {
 		return nil
 	}
 	var bar *progressbar.ProgressBar

@@ -61,11 +61,17 @@ never mistaken for a container; rerun it into an empty directory.`,
 
 // newBar returns a byte progress bar on stderr when it is a terminal, else nil.
 func newBar(cmd *cobra.Command, what string) *progressbar.ProgressBar {
-	f, ok := cmd.ErrOrStderr().(*os.File)
-	if !ok || !term.IsTerminal(int(f.Fd())) {
+	if _, ok := stderrTerminal(cmd); !ok {
 		return nil
 	}
 	return progressbar.DefaultBytes(-1, what)
+}
+
+// stderrTerminal returns the command's stderr when it is a terminal: progress
+// bars are drawn only there, never into logs or pipes.
+func stderrTerminal(cmd *cobra.Command) (*os.File, bool) {
+	f, ok := cmd.ErrOrStderr().(*os.File)
+	return f, ok && term.IsTerminal(int(f.Fd()))
 }
 
 func newVerifyCmd() *cobra.Command {

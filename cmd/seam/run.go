@@ -11,7 +11,6 @@ import (
 
 	"github.com/seamlm/seam/generate"
 	"github.com/seamlm/seam/loader"
-	"github.com/seamlm/seam/model"
 	"github.com/seamlm/seam/sample"
 	"github.com/seamlm/seam/tokenizer"
 	"github.com/spf13/cobra"
@@ -99,19 +98,16 @@ the run with an error naming it; nothing is printed after a failure.`,
 
 // localSession opens the whole model in this process.
 func localSession(modelPath, tokPath string) (*loader.Model, generate.Session, error) {
-	m, err := loader.Open(modelPath, loader.Options{TokenizerPath: tokPath})
+	m, mod, err := openFull(modelPath, tokPath)
 	if err != nil {
 		return nil, nil, err
 	}
-	mod, err := model.New(m.Weights)
-	if err == nil {
-		var sess generate.Session
-		if sess, err = generate.NewLocal(mod); err == nil {
-			return m, sess, nil
-		}
+	sess, err := generate.NewLocal(mod)
+	if err != nil {
+		m.Close()
+		return nil, nil, fmt.Errorf("%s: %w", modelPath, err)
 	}
-	m.Close()
-	return nil, nil, fmt.Errorf("%s: %w", modelPath, err)
+	return m, sess, nil
 }
 
 // runGeneration streams a generation to stdout and its timing to stderr.

@@ -7,8 +7,6 @@ import (
 	"os"
 
 	"github.com/seamlm/seam/generate"
-	"github.com/seamlm/seam/loader"
-	"github.com/seamlm/seam/model"
 	"github.com/spf13/cobra"
 )
 
@@ -34,19 +32,11 @@ token, and the perplexity (exp of the mean).`,
 				}
 				text = string(b)
 			}
-			m, err := loader.Open(modelPath, loader.Options{TokenizerPath: tokPath})
+			m, sess, err := localSession(modelPath, tokPath)
 			if err != nil {
 				return err
 			}
 			defer m.Close()
-			mod, err := model.New(m.Weights)
-			if err != nil {
-				return fmt.Errorf("%s: %w", modelPath, err)
-			}
-			sess, err := generate.NewLocal(mod)
-			if err != nil {
-				return err
-			}
 			sc, err := generate.ScoreText(context.Background(), sess, m.Tokenizer, m.Weights.Config.SeqLen, text)
 			if err != nil {
 				return err
