@@ -9,6 +9,7 @@ import (
 
 	"github.com/seamlm/seam/codec"
 	"github.com/seamlm/seam/container"
+	"github.com/seamlm/seam/eval"
 	"github.com/seamlm/seam/generate"
 	"github.com/seamlm/seam/internal/testmodels"
 	"github.com/seamlm/seam/loader"
@@ -26,21 +27,10 @@ func captureAt(t *testing.T, m *loader.Model, boundary int, text string) ([]floa
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, _ := mod.NewState(0, boundary)
-	dim := m.Weights.Config.Dim
-	var rows []float32
-	n := 0
-	for pos, tok := range m.Tokenizer.Encode(text, true, false) {
-		if pos == m.Weights.Config.SeqLen {
-			break
-		}
-		x := make([]float32, dim)
-		mod.Embed(tok, x)
-		if err := mod.Layers(s, x, pos); err != nil {
-			t.Fatal(err)
-		}
-		rows = append(rows, x...)
-		n++
+	seqs := eval.TokensFromText(m.Tokenizer, text, m.Weights.Config.SeqLen)
+	rows, n, err := eval.Capture(mod, seqs, boundary, 1<<20, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return rows, n
 }
