@@ -34,7 +34,7 @@ func Dir(t testing.TB) string {
 		dir = filepath.Join(Root(), "..", "shared", "models")
 	}
 	if _, err := os.Stat(filepath.Join(dir, Stories260K)); err != nil {
-		t.Skipf("shared test models not found at %s (set SEAM_MODELS or provide ../shared/models): %v", dir, err)
+		skipOrFail(t, "shared test models not found at %s (set SEAM_MODELS or provide ../shared/models): %v", dir, err)
 	}
 	return dir
 }
