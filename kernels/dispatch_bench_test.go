@@ -49,10 +49,12 @@ func BenchmarkDispatch(b *testing.B) {
 
 // spawnMatVec is MatVec's parallel path with a goroutine started per helper.
 func spawnMatVec(out []float32, w *tensor.Tensor, x []float32, n int) {
-	k := newRowDotter(w)
-	j := &job{k: k, out: out, x: x}
-	j.chunkRows = max(1, chunkElems/len(x), len(out)/(chunksPerThread*n))
-	j.chunks = (len(out) + j.chunkRows - 1) / j.chunkRows
+	j := &job{x: x, tokens: 1, cols: len(x), np: 1}
+	j.ps[0] = newProduct(Product{Out: out, W: w})
+	p := &j.ps[0]
+	p.chunkRows = max(1, chunkElems/len(x), len(out)/(chunksPerThread*n))
+	p.chunks = (len(out) + p.chunkRows - 1) / p.chunkRows
+	j.chunks = p.chunks
 	j.remaining.Store(int64(j.chunks))
 	for range min(n-1, j.chunks-1) {
 		go j.work()

@@ -69,6 +69,16 @@ func FuzzRows(f *testing.F) {
 			if !fitsFloat32(ref) || !(absDot(ref, x) <= math.MaxFloat32/2) {
 				continue // weights beyond float32, or partial sums that may overflow
 			}
+			if usesIntDot(w) {
+				q, d, bs := refQuantize(x)
+				if !sameBits(fast[r], refIntDot(w, r, q, d, bs)) {
+					t.Fatalf("%s cols %d row %d: %v, integer-dot order %v", typ, cols, r, fast[r], refIntDot(w, r, q, d, bs))
+				}
+				tol = intBound(w, r, x, q, d, bs)
+				if !(tol <= math.MaxFloat32/2) {
+					continue
+				}
+			}
 			if d := math.Abs(float64(fast[r]) - want); !(d <= tol) {
 				t.Fatalf("%s cols %d row %d: %v, reference %v, |diff| %g > bound %g", typ, cols, r, fast[r], want, d, tol)
 			}

@@ -211,6 +211,10 @@ func checkMatVecAgainstRef(t *testing.T, w *tensor.Tensor, rng *rand.Rand) {
 	for r := range out {
 		ref := refRow(w, r)
 		want, tol := refDot(ref, x), dotBound(ref, x)
+		if usesIntDot(w) {
+			q, d, bs := refQuantize(x)
+			tol = intBound(w, r, x, q, d, bs)
+		}
 		if d := math.Abs(float64(out[r]) - want); !(d <= tol) {
 			t.Fatalf("%s %dx%d row %d: got %v, want %v (|diff| %g > bound %g)", w.Type, w.Rows, w.Cols, r, out[r], want, d, tol)
 		}
@@ -286,7 +290,9 @@ func checkThreadsBitIdentical(t *testing.T) {
 	}
 }
 
-// TestMatVecIsDotOfDequantRow: every path computes Dot(DequantRow(row), x).
+// TestMatVecIsDotOfDequantRow: for the float types (and Q8G whose groups
+// straddle rows) every path computes Dot(DequantRow(row), x). The integer
+// types follow their own order (TestIntDotOrder).
 func TestMatVecIsDotOfDequantRow(t *testing.T) {
 	rng := rand.New(rand.NewPCG(4, 4))
 	for _, typ := range allTypes {
@@ -294,7 +300,10 @@ func TestMatVecIsDotOfDequantRow(t *testing.T) {
 			if !shapeOK(typ, cols) {
 				continue
 			}
-			w := randTensor(rng, typ, 9, cols, 64)
+			w := randTensor(rng, typ, 9, cols, 5)
+			if usesIntDot(w) {
+				continue
+			}
 			x := randVec(rng, cols)
 			out := make([]float32, w.Rows)
 			MatVec(out, w, x)
@@ -307,22 +316,19 @@ func TestMatVecIsDotOfDequantRow(t *testing.T) {
 	}
 }
 
-// TestSIMDMatchesGo: the SIMD kernels follow the canonical order exactly, so
+// TestSIMDMatchesGo: the SIMD kernels follow the canonical orders exactly, so
 // they must agree with the pure-Go code bit for bit (not merely within
 // rounding), including lengths that are not a multiple of the vector width.
 func TestSIMDMatchesGo(t *testing.T) {
-	if simdLevel == simdNone {
-		t.Skip("no SIMD kernels on this machine or build")
-	}
 	rng := rand.New(rand.NewPCG(5, 5))
-	for level := simdAVX2; level <= simdLevel; level++ {
+	levelsCovered(t, func(level int) {
 		for n := 0; n <= 300; n++ {
 			a, b := randVec(rng, n), randVec(rng, n)
-			var fast, slow float32
-			withSIMD(level, func() { fast = Dot(a, b) })
+			fast := Dot(a, b)
+			var slow float32
 			withSIMD(simdNone, func() { slow = Dot(a, b) })
 			if !sameBits(fast, slow) {
-				t.Fatalf("level %d Dot n=%d: simd %v, go %v", level, n, fast, slow)
+				t.Fatalf("level %s Dot n=%d: simd %v, go %v", levelNames[level], n, fast, slow)
 			}
 		}
 		for _, typ := range allTypes {
@@ -333,16 +339,16 @@ func TestSIMDMatchesGo(t *testing.T) {
 				w := randTensor(rng, typ, 5, cols, 4+rng.IntN(2)*60)
 				x := randVec(rng, cols)
 				fast, slow := make([]float32, w.Rows), make([]float32, w.Rows)
-				withSIMD(level, func() { MatVec(fast, w, x) })
+				MatVec(fast, w, x)
 				withSIMD(simdNone, func() { MatVec(slow, w, x) })
 				for r := range fast {
 					if !sameBits(fast[r], slow[r]) {
-						t.Fatalf("level %d %s cols %d row %d: simd %v, go %v", level, typ, cols, r, fast[r], slow[r])
+						t.Fatalf("level %s %s cols %d row %d: simd %v, go %v", levelNames[level], typ, cols, r, fast[r], slow[r])
 					}
 				}
 			}
 		}
-	}
+	})
 }
 
 // canonicalDot is the documented summation order written as plainly as

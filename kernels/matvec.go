@@ -56,8 +56,12 @@ func SetThreads(n int) {
 // Threads returns the number of goroutines MatVec uses.
 func Threads() int { return int(threads.Load()) }
 
-// MatVec sets out[r] to the dot product of row r of w with x, for every row,
-// in the canonical order of Dot (out[r] == Dot(DequantRow(row r), x) exactly).
+// MatVec sets out[r] to the dot product of row r of w with x, for every row.
+// For f32, f16, bf16 (and Q8G whose groups straddle rows) the product is
+// Dot(DequantRow(row r), x) exactly; for the other quantized types x is
+// quantized once and the integer-dot order of intdot.go is used. Either way
+// the result is one fixed function of w and x: the same bits whatever the
+// thread count, the memory layout or the instruction set.
 //
 // w must have passed tensor.Check. MatVec panics when len(x) != w.Cols or
 // len(out) != w.Rows: shapes are validated when a model is loaded, so a
@@ -75,26 +79,127 @@ func MatVec(out []float32, w *tensor.Tensor, x []float32) {
 // exactly, bit for bit. Each chunk of w's rows is applied to all n vectors
 // while it is in cache, so a prompt streams the weights once, not n times.
 func MatMul(out []float32, w *tensor.Tensor, x []float32, n int) {
-	if n < 1 || len(x) != n*w.Cols || len(out) != n*w.Rows {
-		panic(fmt.Sprintf("kernels.MatMul: tensor %s is %dx%d, got %d vectors, out of %d and x of %d", w.Name, w.Rows, w.Cols, n, len(out), len(x)))
-	}
-	k := newRowDotter(w)
-	threads := Threads()
-	if threads == 1 || w.Rows == 1 || w.Rows*w.Cols < serialElems {
-		scratch := k.scratch(w.Cols)
-		for t := range n {
-			k.rows(out[t*w.Rows:(t+1)*w.Rows], x[t*w.Cols:(t+1)*w.Cols], 0, w.Rows, scratch)
-		}
-		k.release(scratch)
-		return
-	}
-	parallel(out, k, x, n, w.Rows, w.Cols, threads)
+	MatMuls([]Product{{Out: out, W: w}}, x, n)
 }
 
-func parallel(out []float32, k rowDotter, x []float32, tokens, rows, cols, n int) {
-	j := &job{k: k, out: out, x: x, tokens: tokens, rows: rows, cols: cols}
-	j.chunkRows = max(1, chunkElems/cols, rows/(chunksPerThread*n))
-	j.chunks = (rows + j.chunkRows - 1) / j.chunkRows
+// Product is one matrix product of a MatMuls call: Out = W times each input.
+type Product struct {
+	Out []float32
+	W   *tensor.Tensor
+}
+
+// maxProducts bounds how many products one MatMuls call takes.
+const maxProducts = 4
+
+// MatMuls runs up to four products that share their input (n vectors of
+// x), such as a layer's query, key and value projections, in one parallel
+// region: the input is quantized once and the threads are woken once. Each
+// Out is exactly what MatMul(p.Out, p.W, x, n) would give. The W must have
+// the same Cols.
+func MatMuls(ps []Product, x []float32, n int) {
+	if len(ps) < 1 || len(ps) > maxProducts {
+		panic(fmt.Sprintf("kernels.MatMuls: %d products, want 1..%d", len(ps), maxProducts))
+	}
+	cols := ps[0].W.Cols
+	for _, p := range ps {
+		w := p.W
+		if n < 1 || w.Cols != cols || len(x) != n*w.Cols || len(p.Out) != n*w.Rows {
+			panic(fmt.Sprintf("kernels.MatMuls: tensor %s is %dx%d, got %d vectors, out of %d and x of %d", w.Name, w.Rows, w.Cols, n, len(p.Out), len(x)))
+		}
+	}
+	j := &job{x: x, tokens: n, cols: cols, np: len(ps)}
+	quant, elems := false, 0
+	for i, p := range ps {
+		j.ps[i] = newProduct(p)
+		quant = quant || j.ps[i].intDot
+		elems += p.W.Rows * cols
+	}
+	if quant {
+		j.xq = getActQ(n, cols)
+		j.xq.quantize(x)
+		defer putActQ(j.xq)
+	}
+	threads := Threads()
+	if threads == 1 || elems < serialElems {
+		j.serial()
+		return
+	}
+	j.parallel(threads)
+}
+
+// product is one matrix of a job.
+type product struct {
+	w         *tensor.Tensor
+	out       []float32
+	intDot    bool
+	k         rowDotter // the float path, when !intDot
+	chunkRows int
+	chunks    int
+}
+
+func newProduct(p Product) product {
+	pr := product{w: p.W, out: p.Out, intDot: usesIntDot(p.W)}
+	if !pr.intDot {
+		pr.k = newRowDotter(p.W)
+	}
+	return pr
+}
+
+// rows computes rows [r0, r1) of p for every vector.
+func (j *job) rows(p *product, r0, r1 int, scratch *[]float32) {
+	rows := p.w.Rows
+	for t := range j.tokens {
+		out := p.out[t*rows : (t+1)*rows]
+		if p.intDot {
+			if !intRowsSIMD(p.w, r0, r1, j.xq, t, out[r0:r1]) {
+				intRowsGo(p.w, r0, r1, j.xq, t, out[r0:r1])
+			}
+			continue
+		}
+		p.k.rows(out, j.x[t*j.cols:(t+1)*j.cols], r0, r1, scratch)
+	}
+}
+
+// needsScratch reports whether any float-path product needs a scratch row.
+func (j *job) needsScratch() bool {
+	for i := range j.np {
+		if !j.ps[i].intDot && j.ps[i].k.needsScratch() {
+			return true
+		}
+	}
+	return false
+}
+
+func (j *job) getScratch() *[]float32 {
+	if !j.needsScratch() {
+		return nil
+	}
+	if s, ok := scratchPool.Get().(*[]float32); ok && cap(*s) >= j.cols {
+		*s = (*s)[:j.cols]
+		return s
+	}
+	s := make([]float32, j.cols)
+	return &s
+}
+
+func (j *job) serial() {
+	scratch := j.getScratch()
+	for i := range j.np {
+		j.rows(&j.ps[i], 0, j.ps[i].w.Rows, scratch)
+	}
+	if scratch != nil {
+		scratchPool.Put(scratch)
+	}
+}
+
+func (j *job) parallel(n int) {
+	for i := range j.np {
+		p := &j.ps[i]
+		rows := p.w.Rows
+		p.chunkRows = max(1, chunkElems/j.cols, rows/(chunksPerThread*n))
+		p.chunks = (rows + p.chunkRows - 1) / p.chunkRows
+		j.chunks += p.chunks
+	}
 	j.remaining.Store(int64(j.chunks))
 	helpers := min(n-1, j.chunks-1)
 	pool.ensure(helpers)
@@ -108,21 +213,22 @@ func parallel(out []float32, k rowDotter, x []float32, tokens, rows, cols, n int
 	j.wait()
 }
 
-// job is one parallel MatVec call, shared by the caller and the helpers it
+// job is one parallel MatMuls call, shared by the caller and the helpers it
 // woke. Chunks of rows are claimed in any order, but each row is computed
 // whole by one goroutine: that makes the result independent of scheduling.
 type job struct {
-	k          rowDotter
-	out, x     []float32 // tokens vectors each
-	tokens     int
-	rows, cols int
-	chunkRows  int
-	chunks     int
-	next       atomic.Int64 // next chunk to claim
-	remaining  atomic.Int64 // chunks not yet finished
-	mu         sync.Mutex
-	done       *sync.Cond // signalled when remaining reaches 0 and someone parked
-	parked     bool
+	ps        [maxProducts]product
+	np        int
+	x         []float32 // tokens vectors of cols
+	xq        *actQ     // x quantized, when a product uses integer dots
+	tokens    int
+	cols      int
+	chunks    int
+	next      atomic.Int64 // next chunk to claim
+	remaining atomic.Int64 // chunks not yet finished
+	mu        sync.Mutex
+	done      *sync.Cond // signalled when remaining reaches 0 and someone parked
+	parked    bool
 }
 
 // work claims and computes chunks until none is left.
@@ -135,13 +241,16 @@ func (j *job) work() {
 			break
 		}
 		if !claimed {
-			scratch, claimed = j.k.scratch(j.cols), true
+			scratch, claimed = j.getScratch(), true
 		}
-		r0 := c * j.chunkRows
-		r1 := min(r0+j.chunkRows, j.rows)
-		for t := range j.tokens {
-			j.k.rows(j.out[t*j.rows:(t+1)*j.rows], j.x[t*j.cols:(t+1)*j.cols], r0, r1, scratch)
+		i := 0
+		for c >= j.ps[i].chunks {
+			c -= j.ps[i].chunks
+			i++
 		}
+		p := &j.ps[i]
+		r0 := c * p.chunkRows
+		j.rows(p, r0, min(r0+p.chunkRows, p.w.Rows), scratch)
 		if j.remaining.Add(-1) == 0 {
 			j.mu.Lock()
 			if j.parked {
@@ -150,7 +259,9 @@ func (j *job) work() {
 			j.mu.Unlock()
 		}
 	}
-	j.k.release(scratch)
+	if scratch != nil {
+		scratchPool.Put(scratch)
+	}
 }
 
 // wait returns when every chunk is finished: first by polling (the helpers'

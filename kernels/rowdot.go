@@ -40,25 +40,6 @@ func (k *rowDotter) needsScratch() bool { return !k.simd.ok() && !k.direct && !k
 
 var scratchPool sync.Pool // of *[]float32
 
-// scratch returns a buffer of n floats when dot needs one, else nil.
-func (k *rowDotter) scratch(n int) *[]float32 {
-	if !k.needsScratch() {
-		return nil
-	}
-	if s, ok := scratchPool.Get().(*[]float32); ok && cap(*s) >= n {
-		*s = (*s)[:n]
-		return s
-	}
-	s := make([]float32, n)
-	return &s
-}
-
-func (k *rowDotter) release(s *[]float32) {
-	if s != nil {
-		scratchPool.Put(s)
-	}
-}
-
 // rows sets out[r] for r in [r0, r1).
 func (k *rowDotter) rows(out, x []float32, r0, r1 int, scratch *[]float32) {
 	var s []float32

@@ -3,6 +3,7 @@
 package kernels
 
 import (
+	"os"
 	"unsafe"
 
 	"golang.org/x/sys/cpu"
@@ -10,21 +11,17 @@ import (
 	"github.com/seamlm/seam/tensor"
 )
 
-// SIMD levels. simdLevel is chosen once at start-up; tests lower it to compare
-// the paths. All levels compute the same bits.
-const (
-	simdNone = iota
-	simdAVX2
-	simdAVX512
-)
-
-// Every kernel widens f16 scales with VCVTPH2PS, hence F16C.
+// Every kernel widens f16 scales with VCVTPH2PS, hence F16C. The AVX-512
+// integer-dot kernels also need VNNI (VPDPBUSD); without it they use the
+// AVX2 ones (see intLevel).
 var (
 	hasAVX2   = cpu.X86.HasAVX && cpu.X86.HasAVX2 && cpu.X86.HasF16C
-	hasAVX512 = hasAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW
+	hasAVX512 = hasAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL
+	hasVNNI   = hasAVX512 && cpu.X86.HasAVX512VNNI
 )
 
-var simdLevel = func() int {
+// maxLevel is the best level this CPU runs.
+var maxLevel = func() int {
 	switch {
 	case hasAVX512:
 		return simdAVX512
@@ -33,6 +30,8 @@ var simdLevel = func() int {
 	}
 	return simdNone
 }()
+
+var simdLevel = capLevel(maxLevel, os.Getenv(SIMDEnv))
 
 // Each kernel returns steps 1-4 of the canonical dot product (see dot.go):
 // the f32/f16/bf16 ones over n values, n a multiple of 8; the quantized ones

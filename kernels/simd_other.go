@@ -4,12 +4,9 @@ package kernels
 
 import "github.com/seamlm/seam/tensor"
 
-// No SIMD kernels on this platform: the pure-Go code computes the same
-// canonical order.
-const (
-	simdNone = iota
-	simdAVX2
-)
+// No SIMD kernels on this platform or build: the pure-Go code computes the
+// same orders.
+var maxLevel = simdNone
 
 var simdLevel = simdNone
 
@@ -26,3 +23,7 @@ func scaleI8(dst []float32, src []byte, s float32) { scaleI8Go(dst, src, s) }
 func q8gFusedOK(*tensor.Tensor) bool { return false }
 
 func dotQ8GFused(*tensor.Tensor, []byte, int, []float32) float32 { panic("unreachable") }
+
+func intLevel() int { return simdNone }
+
+func intRowsSIMD(*tensor.Tensor, int, int, *actQ, int, []float32) bool { return false }
