@@ -35,6 +35,9 @@ type actQ struct {
 	q           []int8    // n*cols codes
 	d           []float32 // n*nb scales
 	bs          []float32 // n*nb block sums
+	// ls[g] = -(the sum of codes 4g .. 4g+3): the int32 lane sums the
+	// assembly kernels use to offset unsigned codes (see intdot_vnni_amd64.s).
+	ls []int32 // n*cols/4
 }
 
 var actQPool sync.Pool // of *actQ
@@ -49,6 +52,7 @@ func getActQ(n, cols int) *actQ {
 	a.q = grow(a.q, n*cols)
 	a.d = grow(a.d, n*a.nb)
 	a.bs = grow(a.bs, n*a.nb)
+	a.ls = grow(a.ls, n*cols/4)
 	return a
 }
 
@@ -65,7 +69,12 @@ func grow[T any](s []T, n int) []T {
 func (a *actQ) quantize(x []float32) {
 	x = x[:a.n*a.cols]
 	for b := range a.n * a.nb {
-		a.d[b], a.bs[b] = quantizeBlock(a.q[b*qBlock:(b+1)*qBlock], x[b*qBlock:(b+1)*qBlock])
+		q := a.q[b*qBlock : (b+1)*qBlock]
+		a.d[b], a.bs[b] = quantizeBlock(q, x[b*qBlock:(b+1)*qBlock])
+		ls := a.ls[b*qBlock/4 : (b+1)*qBlock/4]
+		for g := range ls {
+			ls[g] = -(int32(q[4*g]) + int32(q[4*g+1]) + int32(q[4*g+2]) + int32(q[4*g+3]))
+		}
 	}
 }
 
@@ -73,6 +82,9 @@ func (a *actQ) quantize(x []float32) {
 func (a *actQ) vec(t int) (q []int8, d, bs []float32) {
 	return a.q[t*a.cols : (t+1)*a.cols], a.d[t*a.nb : (t+1)*a.nb], a.bs[t*a.nb : (t+1)*a.nb]
 }
+
+// lanes returns the negated 4-code sums of vector t.
+func (a *actQ) lanes(t int) []int32 { return a.ls[t*a.cols/4 : (t+1)*a.cols/4] }
 
 // quantizeBlock quantizes 32 values by the rule above, returning d and s.
 func quantizeBlock(q []int8, x []float32) (d, s float32) {

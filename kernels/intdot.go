@@ -40,14 +40,14 @@ import (
 // actView is what the assembly kernels read of an activation vector and, for
 // Q8G, of the row's scales. Field offsets are used by the assembly.
 type actView struct {
-	q      *int8    // 0: codes
-	d      *float32 // 8: block scales
-	bs     *float32 // 16: block sums
-	nb     int      // 24: blocks of 32
-	sc     *byte    // 32: Q8G: first row's group scales (f32)
-	scRow  int      // 40: Q8G: bytes of scales per row
-	spg    int      // 48: Q8G: blocks per group
-	unused int      // 56
+	q     *int8    // 0: codes
+	d     *float32 // 8: block scales
+	bs    *float32 // 16: block sums
+	nb    int      // 24: blocks of 32
+	sc    *byte    // 32: Q8G: first row's group scales (f32)
+	scRow int      // 40: Q8G: bytes of scales per row
+	spg   int      // 48: Q8G: blocks per group
+	ls    *int32   // 56: negated sums of each 4 codes (actQ.ls)
 }
 
 // foldLanes32 is steps 2 and 3.

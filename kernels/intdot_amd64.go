@@ -59,7 +59,7 @@ func intRowsSIMD(w *tensor.Tensor, r0, r1 int, a *actQ, t int, out []float32) bo
 		return false
 	}
 	q, d, bs := a.vec(t)
-	v := actView{q: &q[0], d: &d[0], bs: &bs[0], nb: a.nb}
+	v := actView{q: &q[0], d: &d[0], bs: &bs[0], nb: a.nb, ls: &a.lanes(t)[0]}
 	rb := w.RowBytes()
 	if w.Type == tensor.Q8G {
 		ng := w.Cols / w.GroupSize

@@ -153,7 +153,7 @@ q40done:
 	RET
 
 // Q4KCH: the 32 nibble bytes of chunk c: low nibbles are block 2c, high
-// nibbles block 2c+1, whose scales S are at 16+8c(SP) and 20+8c(SP).
+// nibbles block 2c+1, whose scales S are at 8c(SP) and 8c+4(SP).
 #define Q4KCH(c, ACCLO, ACCHI) \
 	VMOVDQU      (16+32*c)(BX), Y5; \
 	VPAND        Y14, Y5, Y4; \
@@ -161,17 +161,17 @@ q40done:
 	VPAND        Y14, Y5, Y5; \
 	VPMADDUBSW   (64*c)(DI), Y4, Y4; \
 	VPMADDWD     Y15, Y4, Y4; \
-	VBROADCASTSS (16+8*c)(SP), Y6; \
+	VBROADCASTSS (8*c)(SP), Y6; \
 	SCALE_ACC(ACCLO); \
 	VPMADDUBSW   (64*c+32)(DI), Y5, Y4; \
 	VPMADDWD     Y15, Y4, Y4; \
-	VBROADCASTSS (20+8*c)(SP), Y6; \
+	VBROADCASTSS (8*c+4)(SP), Y6; \
 	SCALE_ACC(ACCHI)
 
 // func q4kRowsAVX2(w unsafe.Pointer, stride, rows int, x *actView, out *float32)
-// Frame: the super-block's 8 scale bytes at 0(SP), 8 min bytes at 8(SP),
-// S = (d*sc_j)*dx_b at 16(SP). Y9 holds the minimums' 8 lanes.
-TEXT ·q4kRowsAVX2(SB), NOSPLIT, $48-40
+// Frame: S = (d*sc_j)*dx_b for the super-block's 8 blocks. Y9 holds the
+// minimums' 8 lanes.
+TEXT ·q4kRowsAVX2(SB), NOSPLIT, $32-40
 	ROWS_ARGS
 	BCAST32(0x00010001, X15, Y15)
 	BCAST32(0x0f0f0f0f, X14, Y14)
@@ -187,39 +187,40 @@ q4krow:
 q4ksb:
 	// Unpack the 6-bit scales and mins (see q4KScales): A = bytes 4-7,
 	// B = bytes 8-11, C = bytes 12-15.
-	MOVL 4(BX), AX
-	MOVL 12(BX), R8
-	MOVL AX, R9
-	ANDL $0x3f3f3f3f, R9
-	MOVL R9, 0(SP)
-	MOVL R8, R9
-	ANDL $0x0f0f0f0f, R9
-	MOVL AX, R14
-	SHRL $2, R14
-	ANDL $0x30303030, R14
-	ORL  R14, R9
-	MOVL R9, 4(SP)
-	MOVL 8(BX), AX
-	MOVL AX, R9
-	ANDL $0x3f3f3f3f, R9
-	MOVL R9, 8(SP)
-	SHRL $4, R8
-	ANDL $0x0f0f0f0f, R8
-	SHRL $2, AX
-	ANDL $0x30303030, AX
-	ORL  AX, R8
-	MOVL R8, 12(SP)
+	MOVL  4(BX), AX
+	MOVL  12(BX), R8
+	MOVL  AX, R9
+	SHRL  $2, R9
+	ANDL  $0x30303030, R9
+	MOVL  R8, R14
+	ANDL  $0x0f0f0f0f, R14
+	ORL   R9, R14
+	SHLQ  $32, R14
+	ANDL  $0x3f3f3f3f, AX
+	ORQ   R14, AX
+	VMOVQ AX, X5 // scales 0-7
+	MOVL  8(BX), AX
+	MOVL  AX, R9
+	SHRL  $2, R9
+	ANDL  $0x30303030, R9
+	SHRL  $4, R8
+	ANDL  $0x0f0f0f0f, R8
+	ORL   R9, R8
+	SHLQ  $32, R8
+	ANDL  $0x3f3f3f3f, AX
+	ORQ   R8, AX
+	VMOVQ AX, X7 // mins 0-7
 
 	VPBROADCASTW (BX), X6
 	VCVTPH2PS    X6, Y6
-	VPMOVZXBD    0(SP), Y5
+	VPMOVZXBD    X5, Y5
 	VCVTDQ2PS    Y5, Y5
 	VMULPS       Y6, Y5, Y5 // d*sc_j, exact
 	VMULPS       (DX), Y5, Y5
-	VMOVUPS      Y5, 16(SP)
+	VMOVUPS      Y5, 0(SP)
 	VPBROADCASTW 2(BX), X6
 	VCVTPH2PS    X6, Y6
-	VPMOVZXBD    8(SP), Y5
+	VPMOVZXBD    X7, Y5
 	VCVTDQ2PS    Y5, Y5
 	VMULPS       Y6, Y5, Y5 // dmin*mn_j, exact
 	VMULPS       (DX), Y5, Y5

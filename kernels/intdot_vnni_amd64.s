@@ -11,8 +11,8 @@
 // int32): group i = values 4i..4i+3, as in the AVX2 kernels. A lone last
 // block adds to the low half only, through mask K1.
 //
-// Constants: Z31 = bytes 0x80, Z30 = bytes 1, Z29 = bytes 0x0f, Z28 = bytes
-// 8 or 32, Z20-Z23 = pair index p: dwords [2p x8, 2p+1 x8].
+// Constants: Z31 = bytes 0x80, Z29 = bytes 0x0f, Z20-Z23 = pair index p:
+// dwords [2p x8, 2p+1 x8].
 
 DATA pairIdx<>+0(SB)/8, $0
 DATA pairIdx<>+8(SB)/8, $0
@@ -39,7 +39,8 @@ GLOBL quadIdx<>(SB), RODATA|NOPTR, $64
 	VPXORD Z0, Z0, Z0; \
 	VPXORD Z1, Z1, Z1
 
-// CONSTS loads Z20-Z23, Z29-Z31 and K1 = the low 8 lanes. Uses AX.
+// CONSTS loads Z20-Z23, Z29, Z31, K1 = the low 8 lanes and K2 = the high 8
+// lanes (of 16). Uses AX.
 #define CONSTS \
 	VMOVDQU32    pairIdx<>(SB), Z20; \
 	MOVL         $2, AX; \
@@ -49,22 +50,22 @@ GLOBL quadIdx<>(SB), RODATA|NOPTR, $64
 	VPADDD       Z24, Z22, Z23; \
 	MOVL         $0x80808080, AX; \
 	VPBROADCASTD AX, Z31; \
-	MOVL         $0x01010101, AX; \
-	VPBROADCASTD AX, Z30; \
 	MOVL         $0x0f0f0f0f, AX; \
 	VPBROADCASTD AX, Z29; \
 	MOVL         $0xff, AX; \
-	KMOVW        AX, K1
+	KMOVW        AX, K1; \
+	MOVL         $0xff00, AX; \
+	KMOVW        AX, K2
 
 // PAIR_F16xF32(h0, h1, foff): Z6 = [d0*dx0 x8, d1*dx1 x8], d0 and d1 the
-// f16 at h0(BX) and h1(BX), dx0 and dx1 the f32 pair at foff(DX).
+// f16 at h0(BX) and h1(BX), dx0 and dx1 the f32 pair at foff(DX). K2
+// selects the upper 8 of 16 lanes.
 #define PAIR_F16xF32(h0, h1, foff) \
-	VPBROADCASTW (h0)(BX), X6; \
-	VPBROADCASTW (h1)(BX), X7; \
-	VINSERTI128  $1, X7, Y6, Y6; \
+	VPBROADCASTW (h0)(BX), Y6; \
+	VPBROADCASTW (h1)(BX), K2, Y6; \
 	VCVTPH2PS    Y6, Z6; \
-	VMOVQ        (foff)(DX), X7; \
-	VPERMD       Z7, Z20, Z7; \
+	VBROADCASTSS (foff)(DX), Z7; \
+	VBROADCASTSS (foff+4)(DX), K2, Z7; \
 	VMULPS       Z7, Z6, Z6
 
 // ONE_F16xF32(h0, foff): Y6 = d0*dx0 in 8 lanes.
@@ -86,31 +87,24 @@ GLOBL quadIdx<>(SB), RODATA|NOPTR, $64
 	VMULPS    Y6, Y4, Y4; \
 	VADDPS    Z4, ACC, K1, ACC
 
-// Q8_0: signed times signed. x+128 = x^0x80 is unsigned, and
-// sum (x+128)*w - 128*sum w = sum x*w.
-#define Q80INT(W, X) \
-	VPXORD   X, Z31, Z5; \
-	VPXORD   Z4, Z4, Z4; \
-	VPDPBUSD W, Z5, Z4; \
-	VPXORD   Z7, Z7, Z7; \
-	VPDPBUSD W, Z30, Z7; \
-	VPSLLD   $7, Z7, Z7; \
-	VPSUBD   Z7, Z4, Z4
-
+// Q8_0: signed times signed. w+128 = w^0x80 is unsigned, and
+// sum (w+128)*x - 128*sum x = sum w*x; the accumulator starts at -128*sum x
+// (R13 points at the negated 4-code sums of x).
 #define Q80PAIR(boff, xoff, doff, ACC) \
 	VMOVDQU      (boff+2)(BX), Y8; \
 	VINSERTI64X4 $1, (boff+36)(BX), Z8, Z8; \
-	VMOVDQU64    (xoff)(DI), Z9; \
-	Q80INT(Z8, Z9); \
+	VPXORD       Z31, Z8, Z8; \
+	VPSLLD       $7, (xoff)(R13), Z4; \
+	VPDPBUSD     (xoff)(DI), Z8, Z4; \
 	PAIR_F16xF32(boff, boff+34, doff); \
 	PAIR_ACC(ACC)
 
-// A lone block: the upper halves of Z8 and Z9 are zero (VEX loads), so the
-// upper int lanes are 0 and are masked off anyway.
+// A lone block: EVEX 256-bit integer ops.
 #define Q80ONE(boff, xoff, doff, ACC) \
-	VMOVDQU (boff+2)(BX), Y8; \
-	VMOVDQU (xoff)(DI), Y9; \
-	Q80INT(Z8, Z9); \
+	VMOVDQU  (boff+2)(BX), Y8; \
+	VPXORD   Y31, Y8, Y8; \
+	VPSLLD   $7, (xoff)(R13), Y4; \
+	VPDPBUSD (xoff)(DI), Y8, Y4; \
 	ONE_F16xF32(boff, doff); \
 	ONE_ACC(ACC)
 
@@ -123,6 +117,7 @@ TEXT ·q80RowsVNNI(SB), NOSPLIT, $0-40
 
 q80row:
 	ROW_SETUP
+	MOVQ 56(R11), R13
 	ZERO2
 	MOVQ CX, R8
 	SHRQ $2, R8
@@ -133,6 +128,7 @@ q80loop:
 	Q80PAIR(68, 64, 8, Z1)
 	ADDQ $136, BX
 	ADDQ $128, DI
+	ADDQ $128, R13
 	ADDQ $16, DX
 	DECQ R8
 	JNZ  q80loop
@@ -162,13 +158,11 @@ q80done:
 	VZEROUPPER
 	RET
 
-// Q4_0: codes nibble-8; sum (q-8)x = sum q*x - sum 8*x.
+// Q4_0: codes nibble-8: sum (q-8)x = sum q*x - 8*sum x, starting from
+// -8*sum x.
 #define Q40INT(W, xoff) \
-	VPXORD   Z4, Z4, Z4; \
-	VPDPBUSD (xoff)(DI), W, Z4; \
-	VPXORD   Z7, Z7, Z7; \
-	VPDPBUSD (xoff)(DI), Z28, Z7; \
-	VPSUBD   Z7, Z4, Z4
+	VPSLLD   $3, (xoff)(R13), Z4; \
+	VPDPBUSD (xoff)(DI), W, Z4
 
 // Z8 = the two blocks' nibbles in value order: 128-bit lanes [qs0 low,
 // qs0 high, qs1 low, qs1 high].
@@ -189,11 +183,8 @@ q80done:
 	VPSRLW      $4, X8, X9; \
 	VINSERTI128 $1, X9, Y8, Y8; \
 	VPANDD      Y29, Y8, Y8; \
-	VPXORD      Y4, Y4, Y4; \
+	VPSLLD      $3, (xoff)(R13), Y4; \
 	VPDPBUSD    (xoff)(DI), Y8, Y4; \
-	VPXORD      Y7, Y7, Y7; \
-	VPDPBUSD    (xoff)(DI), Y28, Y7; \
-	VPSUBD      Y7, Y4, Y4; \
 	ONE_F16xF32(boff, doff); \
 	ONE_ACC(ACC)
 
@@ -201,13 +192,12 @@ q80done:
 TEXT ·q40RowsVNNI(SB), NOSPLIT, $0-40
 	ROWS_ARGS
 	CONSTS
-	MOVL         $0x08080808, AX
-	VPBROADCASTD AX, Z28
 	TESTQ        R10, R10
 	JZ           q40done
 
 q40row:
 	ROW_SETUP
+	MOVQ 56(R11), R13
 	ZERO2
 	MOVQ CX, R8
 	SHRQ $2, R8
@@ -218,6 +208,7 @@ q40loop:
 	Q40PAIR(36, 64, 8, Z1)
 	ADDQ $72, BX
 	ADDQ $128, DI
+	ADDQ $128, R13
 	ADDQ $16, DX
 	DECQ R8
 	JNZ  q40loop
@@ -261,9 +252,8 @@ q40done:
 	PAIR_ACC(ACC)
 
 // func q4kRowsVNNI(w unsafe.Pointer, stride, rows int, x *actView, out *float32)
-// Frame: the super-block's 8 scale bytes at 0(SP), 8 min bytes at 8(SP).
 // Y11 holds the minimums' 8 lanes.
-TEXT ·q4kRowsVNNI(SB), NOSPLIT, $16-40
+TEXT ·q4kRowsVNNI(SB), NOSPLIT, $0-40
 	ROWS_ARGS
 	CONSTS
 	TESTQ R10, R10
@@ -276,38 +266,39 @@ q4krow:
 	SHRQ   $3, CX
 
 q4ksb:
-	MOVL 4(BX), AX
-	MOVL 12(BX), R8
-	MOVL AX, R9
-	ANDL $0x3f3f3f3f, R9
-	MOVL R9, 0(SP)
-	MOVL R8, R9
-	ANDL $0x0f0f0f0f, R9
-	MOVL AX, R14
-	SHRL $2, R14
-	ANDL $0x30303030, R14
-	ORL  R14, R9
-	MOVL R9, 4(SP)
-	MOVL 8(BX), AX
-	MOVL AX, R9
-	ANDL $0x3f3f3f3f, R9
-	MOVL R9, 8(SP)
-	SHRL $4, R8
-	ANDL $0x0f0f0f0f, R8
-	SHRL $2, AX
-	ANDL $0x30303030, AX
-	ORL  AX, R8
-	MOVL R8, 12(SP)
+	MOVL  4(BX), AX
+	MOVL  12(BX), R8
+	MOVL  AX, R9
+	SHRL  $2, R9
+	ANDL  $0x30303030, R9
+	MOVL  R8, R14
+	ANDL  $0x0f0f0f0f, R14
+	ORL   R9, R14
+	SHLQ  $32, R14
+	ANDL  $0x3f3f3f3f, AX
+	ORQ   R14, AX
+	VMOVQ AX, X5 // scales 0-7
+	MOVL  8(BX), AX
+	MOVL  AX, R9
+	SHRL  $2, R9
+	ANDL  $0x30303030, R9
+	SHRL  $4, R8
+	ANDL  $0x0f0f0f0f, R8
+	ORL   R9, R8
+	SHLQ  $32, R8
+	ANDL  $0x3f3f3f3f, AX
+	ORQ   R8, AX
+	VMOVQ AX, X7 // mins 0-7
 
 	VPBROADCASTW (BX), X6
 	VCVTPH2PS    X6, Y6
-	VPMOVZXBD    0(SP), Y10
+	VPMOVZXBD    X5, Y10
 	VCVTDQ2PS    Y10, Y10
 	VMULPS       Y6, Y10, Y10 // d*sc_j, exact
 	VMULPS       (DX), Y10, Y10
 	VPBROADCASTW 2(BX), X6
 	VCVTPH2PS    X6, Y6
-	VPMOVZXBD    8(SP), Y5
+	VPMOVZXBD    X7, Y5
 	VCVTDQ2PS    Y5, Y5
 	VMULPS       Y6, Y5, Y5 // dmin*mn_j, exact
 	VMULPS       (DX), Y5, Y5
@@ -339,14 +330,11 @@ q4kdone:
 	RET
 
 // Q6KPAIR: pair p of the super-block (blocks 2p, 2p+1), codes in Z8 (0..63);
-// sum (q-32)x = sum q*x - sum 32*x. Scales: lanes 4q..4q+3 of the pair take
+// sum (q-32)x = sum q*x - 32*sum x, starting from -32*sum x. Scales: lanes 4q..4q+3 of the pair take
 // Dsc[4p+q] (Z10, index Z24 + 4p) times dx of their block (Z11, index IDX).
 #define Q6KPAIR(p, IDX, ACC) \
-	VPXORD       Z4, Z4, Z4; \
+	VPSLLD       $5, (64*(p))(R13), Z4; \
 	VPDPBUSD     (64*(p))(DI), Z8, Z4; \
-	VPXORD       Z7, Z7, Z7; \
-	VPDPBUSD     (64*(p))(DI), Z28, Z7; \
-	VPSUBD       Z7, Z4, Z4; \
 	MOVL         $(4*(p)), AX; \
 	VPBROADCASTD AX, Z6; \
 	VPADDD       Z24, Z6, Z6; \
@@ -381,8 +369,6 @@ TEXT ·q6kRowsVNNI(SB), NOSPLIT, $0-40
 	ROWS_ARGS
 	CONSTS
 	VMOVDQU32    quadIdx<>(SB), Z24
-	MOVL         $0x20202020, AX
-	VPBROADCASTD AX, Z28
 	MOVL         $0x30303030, AX
 	VPBROADCASTD AX, Z25
 	TESTQ        R10, R10
@@ -390,6 +376,7 @@ TEXT ·q6kRowsVNNI(SB), NOSPLIT, $0-40
 
 q6krow:
 	ROW_SETUP
+	MOVQ 56(R11), R13
 	ZERO2
 	SHRQ $3, CX
 
@@ -404,6 +391,7 @@ q6ksb:
 	Q6KHALF(1, Z22, Z23, Z0, Z1)
 	ADDQ         $210, BX
 	ADDQ         $256, DI
+	ADDQ         $256, R13
 	ADDQ         $32, DX
 	DECQ         CX
 	JNZ          q6ksb

@@ -187,3 +187,37 @@ func BenchmarkFusedVsDequant(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkIntKernels times the integer-dot row kernels on one thread with
+// the weights in L2 (128 rows of 4096), so the kernels' arithmetic, not
+// memory, sets the pace; cpu-ns/block is the calling thread's CPU time per
+// 32-value block. The activations are quantized once, outside the loop.
+func BenchmarkIntKernels(b *testing.B) {
+	for _, typ := range []tensor.DType{tensor.Q8_0, tensor.Q4_0, tensor.Q4_K, tensor.Q6_K, tensor.Q8G} {
+		w := benchTensor(typ, 128, 4096)
+		x := make([]float32, w.Cols)
+		for i := range x {
+			x[i] = float32(i%17)*0.01 - 0.08
+		}
+		a := getActQ(1, w.Cols)
+		a.quantize(x)
+		out := make([]float32, w.Rows)
+		for level := simdNone; level <= maxLevel; level++ {
+			b.Run(fmt.Sprintf("%s/level=%s", typ, levelNames[level]), func(b *testing.B) {
+				withSIMD(level, func() {
+					runtime.LockOSThread()
+					defer runtime.UnlockOSThread()
+					start, n := threadCPU(), 0
+					for b.Loop() {
+						if !intRowsSIMD(w, 0, w.Rows, a, 0, out) {
+							intRowsGo(w, 0, w.Rows, a, 0, out)
+						}
+						n++
+					}
+					blocks := float64(n * w.Rows * w.Cols / 32)
+					b.ReportMetric(float64((threadCPU()-start).Nanoseconds())/blocks, "cpu-ns/block")
+				})
+			})
+		}
+	}
+}
