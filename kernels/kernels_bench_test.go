@@ -221,3 +221,34 @@ func BenchmarkIntKernels(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMatMulBatch compares the GEMM with the per-vector kernels for a
+// 128-token batch on one thread (cpu-ns/token: the calling thread's CPU time
+// per vector).
+func BenchmarkMatMulBatch(b *testing.B) {
+	defer SetThreads(0)
+	SetThreads(1)
+	const n = 128
+	for _, typ := range []tensor.DType{tensor.F32, tensor.F16, tensor.Q8_0, tensor.Q4_0, tensor.Q4_K, tensor.Q6_K} {
+		w := benchTensor(typ, 768, 768)
+		x := make([]float32, n*w.Cols)
+		for i := range x {
+			x[i] = float32(i%17)*0.01 - 0.08
+		}
+		out := make([]float32, n*w.Rows)
+		for _, gemm := range []bool{true, false} {
+			b.Run(fmt.Sprintf("%s/%dx%d/gemm=%v", typ, w.Rows, w.Cols, gemm), func(b *testing.B) {
+				noGEMM = !gemm
+				defer func() { noGEMM = false }()
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				start, k := threadCPU(), 0
+				for b.Loop() {
+					MatMul(out, w, x, n)
+					k++
+				}
+				b.ReportMetric(float64((threadCPU()-start).Nanoseconds())/float64(k*n), "cpu-ns/token")
+			})
+		}
+	}
+}

@@ -118,6 +118,10 @@ func MatMuls(ps []Product, x []float32, n int) {
 		j.xq = getActQ(n, cols)
 		j.xq.quantize(x)
 		defer putActQ(j.xq)
+		if n >= gemmGroup && gemmIntOK() {
+			j.xp = packGEMM(j.xq)
+			defer gemmPackedPool.Put(j.xp)
+		}
 	}
 	threads := Threads()
 	if threads == 1 || elems < serialElems {
@@ -145,19 +149,29 @@ func newProduct(p Product) product {
 	return pr
 }
 
-// rows computes rows [r0, r1) of p for every vector.
+// rows computes rows [r0, r1) of p for every vector: with the GEMM kernels
+// when there are enough vectors and a kernel for the type, else one vector
+// at a time. Both give the same bits.
 func (j *job) rows(p *product, r0, r1 int, scratch *[]float32) {
-	rows := p.w.Rows
-	for t := range j.tokens {
-		out := p.out[t*rows : (t+1)*rows]
-		if p.intDot {
-			if !intRowsSIMD(p.w, r0, r1, j.xq, t, out[r0:r1]) {
-				intRowsGo(p.w, r0, r1, j.xq, t, out[r0:r1])
-			}
-			continue
-		}
-		p.k.rows(out, j.x[t*j.cols:(t+1)*j.cols], r0, r1, scratch)
+	if j.gemmRows(p, r0, r1, scratch) {
+		return
 	}
+	for t := range j.tokens {
+		j.rowsOne(p, t, r0, r1, scratch)
+	}
+}
+
+// rowsOne computes rows [r0, r1) of p for vector t.
+func (j *job) rowsOne(p *product, t, r0, r1 int, scratch *[]float32) {
+	rows := p.w.Rows
+	out := p.out[t*rows : (t+1)*rows]
+	if p.intDot {
+		if !intRowsSIMD(p.w, r0, r1, j.xq, t, out[r0:r1]) {
+			intRowsGo(p.w, r0, r1, j.xq, t, out[r0:r1])
+		}
+		return
+	}
+	p.k.rows(out, j.x[t*j.cols:(t+1)*j.cols], r0, r1, scratch)
 }
 
 // needsScratch reports whether any float-path product needs a scratch row.
@@ -221,6 +235,7 @@ type job struct {
 	np        int
 	x         []float32 // tokens vectors of cols
 	xq        *actQ     // x quantized, when a product uses integer dots
+	xp        *gemmPacked // xq packed for the integer GEMM kernel, or nil
 	tokens    int
 	cols      int
 	chunks    int

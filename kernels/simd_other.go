@@ -27,3 +27,10 @@ func dotQ8GFused(*tensor.Tensor, []byte, int, []float32) float32 { panic("unreac
 func intLevel() int { return simdNone }
 
 func intRowsSIMD(*tensor.Tensor, int, int, *actQ, int, []float32) bool { return false }
+
+func gemmF32OK() bool { return false }
+func gemmIntOK() bool { return false }
+
+func gemmF32([]float32, []float32, int, *[gemmGroup]float32)     { panic("unreachable") }
+func gemmInt([]byte, []float32, int, []byte, *[gemmGroup]float32) { panic("unreachable") }
+func q4kMins([]float32, *actQ, int, *[gemmGroup]float32)          { panic("unreachable") }

@@ -34,6 +34,7 @@ Models: GGUF files, llama2.c checkpoints, or Seam container directories
 	bench := &cobra.Command{Use: "bench", Short: "Measure Seam's speed: imports, stage links, decode", Args: cobra.NoArgs}
 	bench.AddCommand(newBenchSplitCmd())
 	bench.AddCommand(benchCommands()...)
+	bench.AddCommand(benchKernelCommands()...)
 	root.AddCommand(bench)
 	return root
 }

@@ -1,0 +1,87 @@
+package kernels
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/seamlm/seam/tensor"
+)
+
+// TestGEMMIsMatVec: a batch of n vectors (the GEMM tiles when n >= 8, with
+// a remainder of single vectors) gives every vector the bits MatVec gives
+// it, for every type, at every SIMD level, with odd block counts (a padded
+// last pair), and with rows split across threads in the finest chunks.
+func TestGEMMIsMatVec(t *testing.T) {
+	rng := rand.New(rand.NewPCG(31, 31))
+	defer SetThreads(0)
+	saved := [3]int{serialElems, chunkElems, chunksPerThread}
+	defer func() { serialElems, chunkElems, chunksPerThread = saved[0], saved[1], saved[2] }()
+	levelsCovered(t, func(level int) {
+		for _, typ := range allTypes {
+			for _, cols := range []int{32, 96, 160, 256, 768, 172} {
+				if !shapeOK(typ, cols) {
+					continue
+				}
+				w := randTensor(rng, typ, 1+rng.IntN(40), cols, 32)
+				for _, n := range []int{8, 9, 17, 40} {
+					x := randVec(rng, n*cols)
+					want := make([]float32, n*w.Rows)
+					for tok := range n {
+						MatVec(want[tok*w.Rows:(tok+1)*w.Rows], w, x[tok*cols:(tok+1)*cols])
+					}
+					for _, th := range []int{1, 3} {
+						SetThreads(th)
+						serialElems, chunkElems, chunksPerThread = 0, 1, 1<<20
+						got := make([]float32, n*w.Rows)
+						MatMul(got, w, x, n)
+						serialElems, chunkElems, chunksPerThread = saved[0], saved[1], saved[2]
+						for i := range got {
+							if !sameBits(got[i], want[i]) {
+								t.Fatalf("level %s %s %dx%d, %d vectors, %d threads: vector %d row %d: batch %v, one by one %v",
+									levelNames[level], typ, w.Rows, cols, n, th, i/w.Rows, i%w.Rows, got[i], want[i])
+							}
+						}
+					}
+				}
+			}
+		}
+	})
+}
+
+// TestMatMulsIsMatMul: products sharing an input in one call give what
+// separate calls give, for mixed types (the input is quantized once for the
+// integer ones).
+func TestMatMulsIsMatMul(t *testing.T) {
+	rng := rand.New(rand.NewPCG(32, 32))
+	defer SetThreads(0)
+	for _, th := range []int{1, 2} {
+		SetThreads(th)
+		for _, n := range []int{1, 3, 8, 11} {
+			ws := []*tensor.Tensor{
+				randTensor(rng, tensor.Q4_K, 300, 512, 0),
+				randTensor(rng, tensor.F32, 64, 512, 0),
+				randTensor(rng, tensor.Q6_K, 90, 512, 0),
+				randTensor(rng, tensor.Q8_0, 700, 512, 0),
+			}
+			x := randVec(rng, n*512)
+			ps := make([]Product, len(ws))
+			for i, w := range ws {
+				ps[i] = Product{Out: make([]float32, n*w.Rows), W: w}
+			}
+			MatMuls(ps, x, n)
+			for i, w := range ws {
+				want := make([]float32, n*w.Rows)
+				MatMul(want, w, x, n)
+				for k := range want {
+					if !sameBits(ps[i].Out[k], want[k]) {
+						t.Fatalf("threads %d, %d vectors, product %d (%s) value %d: %v, alone %v", th, n, i, w.Type, k, ps[i].Out[k], want[k])
+					}
+				}
+			}
+		}
+	}
+	mustPanic(t, "MatMuls with different widths", func() {
+		MatMuls([]Product{{make([]float32, 2), randTensor(rng, tensor.F32, 2, 32, 0)}, {make([]float32, 2), randTensor(rng, tensor.F32, 2, 64, 0)}}, make([]float32, 32), 1)
+	})
+	mustPanic(t, "MatMuls with five products", func() { MatMuls(make([]Product, 5), nil, 1) })
+}
