@@ -233,8 +233,8 @@ func (j *job) parallel(n int) {
 type job struct {
 	ps        [maxProducts]product
 	np        int
-	x         []float32 // tokens vectors of cols
-	xq        *actQ     // x quantized, when a product uses integer dots
+	x         []float32   // tokens vectors of cols
+	xq        *actQ       // x quantized, when a product uses integer dots
 	xp        *gemmPacked // xq packed for the integer GEMM kernel, or nil
 	tokens    int
 	cols      int
