@@ -68,13 +68,28 @@ func grow[T any](s []T, n int) []T {
 // quantize fills a from x (a.n vectors of a.cols values).
 func (a *actQ) quantize(x []float32) {
 	x = x[:a.n*a.cols]
-	for b := range a.n * a.nb {
-		q := a.q[b*qBlock : (b+1)*qBlock]
-		a.d[b], a.bs[b] = quantizeBlock(q, x[b*qBlock:(b+1)*qBlock])
-		ls := a.ls[b*qBlock/4 : (b+1)*qBlock/4]
-		for g := range ls {
-			ls[g] = -(int32(q[4*g]) + int32(q[4*g+1]) + int32(q[4*g+2]) + int32(q[4*g+3]))
+	if quantizeSIMD(x, a.q, a.d, a.bs, a.ls) {
+		// The kernel leaves the blocks the rule treats specially to Go,
+		// marked with d = -1, which no block of the rule has.
+		for b, d := range a.d {
+			if d == -1 {
+				a.quantizeOne(x, b)
+			}
 		}
+		return
+	}
+	for b := range a.n * a.nb {
+		a.quantizeOne(x, b)
+	}
+}
+
+// quantizeOne quantizes block b (of all vectors) in Go.
+func (a *actQ) quantizeOne(x []float32, b int) {
+	q := a.q[b*qBlock : (b+1)*qBlock]
+	a.d[b], a.bs[b] = quantizeBlock(q, x[b*qBlock:(b+1)*qBlock])
+	ls := a.ls[b*qBlock/4 : (b+1)*qBlock/4]
+	for g := range ls {
+		ls[g] = -(int32(q[4*g]) + int32(q[4*g+1]) + int32(q[4*g+2]) + int32(q[4*g+3]))
 	}
 }
 

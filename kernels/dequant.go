@@ -38,11 +38,11 @@ func DequantRow(dst []float32, w *tensor.Tensor, r int) {
 	case tensor.F32:
 		copy(tensor.BytesOfF32(dst), row)
 	case tensor.F16:
-		for i := range dst {
+		for i := widenHalves(dst, row, false); i < len(dst); i++ {
 			dst[i] = f16ToF32(binary.LittleEndian.Uint16(row[2*i:]))
 		}
 	case tensor.BF16:
-		for i := range dst {
+		for i := widenHalves(dst, row, true); i < len(dst); i++ {
 			dst[i] = half.BF16ToF32(binary.LittleEndian.Uint16(row[2*i:]))
 		}
 	case tensor.Q8_0:

@@ -104,3 +104,22 @@ func intRowsSIMD(w *tensor.Tensor, r0, r1 int, a *actQ, t int, out []float32) bo
 	}
 	return true
 }
+
+// quantAVX512 quantizes nb blocks of x per actq.go, except blocks the rule
+// treats specially (zero, non-finite, or 1/d overflowing), whose d it sets
+// to -1 for quantizeRest. Needs AVX-512 VNNI (for the 4-code sums).
+//
+//go:noescape
+func quantAVX512(x *float32, nb int, q *int8, d, bs *float32, ls *int32)
+
+// quantizeSIMD quantizes x (whole blocks) into the given slices, reporting
+// false when there is no kernel at this level.
+func quantizeSIMD(x []float32, q []int8, d, bs []float32, ls []int32) bool {
+	if intLevel() < simdAVX512 || len(d) == 0 {
+		return false
+	}
+	nb := len(d)
+	_, _, _, _ = x[32*nb-1], q[32*nb-1], bs[nb-1], ls[8*nb-1]
+	quantAVX512(&x[0], nb, &q[0], &d[0], &bs[0], &ls[0])
+	return true
+}

@@ -207,38 +207,60 @@ func TestQuantizeBlockRule(t *testing.T) {
 	}
 }
 
-// The quantizer agrees with the rule written out separately, on random and
-// awkward inputs.
+// The quantizer (assembly at each level, Go for the blocks it leaves) agrees
+// with the rule written out separately, on random and awkward inputs: whole
+// blocks of zeros, of subnormals, with an infinity or a NaN, exact halves.
 func TestQuantizeMatchesRule(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 21))
-	for trial := 0; trial < 200; trial++ {
-		n := 32 * (1 + rng.IntN(8))
-		x := randVec(rng, n)
-		for i := range x {
-			switch rng.IntN(10) {
+	levelsCovered(t, func(level int) {
+		for trial := 0; trial < 300; trial++ {
+			n := 32 * (1 + rng.IntN(8))
+			x := randVec(rng, n)
+			for i := range x {
+				switch rng.IntN(10) {
+				case 0:
+					x[i] *= 1e-30
+				case 1:
+					x[i] = float32(math.Ldexp(float64(x[i]), 100))
+				case 2:
+					x[i] = float32(rng.IntN(255)-127) / 64 // exact halves
+				}
+			}
+			b := 32 * rng.IntN(n/32)
+			switch rng.IntN(6) {
 			case 0:
-				x[i] *= 1e-30
+				clear(x[b : b+32])
 			case 1:
-				x[i] = float32(math.Ldexp(float64(x[i]), 100))
+				for i := b; i < b+32; i++ {
+					x[i] = float32(rng.NormFloat64()) * math.SmallestNonzeroFloat32 * 4
+				}
 			case 2:
-				x[i] = float32(rng.IntN(255)-127) / 64 // exact halves
+				x[b+rng.IntN(32)] = float32(math.Inf(1 - 2*rng.IntN(2)))
+			case 3:
+				x[b+rng.IntN(32)] = float32(math.NaN())
 			}
-		}
-		a := getActQ(1, n)
-		a.quantize(x)
-		q, d, bs := refQuantize(x)
-		for e := range q {
-			if a.q[e] != q[e] {
-				t.Fatalf("trial %d value %d (%v): code %d, rule %d", trial, e, x[e], a.q[e], q[e])
+			a := getActQ(1, n)
+			a.quantize(x)
+			q, d, bs := refQuantize(x)
+			for e := range q {
+				if a.q[e] != q[e] {
+					t.Fatalf("level %s trial %d value %d (%v): code %d, rule %d", levelNames[level], trial, e, x[e], a.q[e], q[e])
+				}
 			}
-		}
-		for b := range d {
-			if !sameBits(a.d[b], d[b]) || a.bs[b] != bs[b] {
-				t.Fatalf("trial %d block %d: d %v sum %v, rule %v %v", trial, b, a.d[b], a.bs[b], d[b], bs[b])
+			for b := range d {
+				if !sameBits(a.d[b], d[b]) || a.bs[b] != bs[b] {
+					t.Fatalf("level %s trial %d block %d: d %v sum %v, rule %v %v", levelNames[level], trial, b, a.d[b], a.bs[b], d[b], bs[b])
+				}
 			}
+			for g := range n / 4 {
+				want := -(int32(q[4*g]) + int32(q[4*g+1]) + int32(q[4*g+2]) + int32(q[4*g+3]))
+				if a.ls[g] != want {
+					t.Fatalf("level %s trial %d: 4-code sum %d is %d, want %d", levelNames[level], trial, g, a.ls[g], want)
+				}
+			}
+			putActQ(a)
 		}
-		putActQ(a)
-	}
+	})
 }
 
 // TestIntDotOrder: every path (pure Go, AVX2, AVX-512 VNNI) computes the

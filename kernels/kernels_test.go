@@ -191,16 +191,18 @@ func checkAgainstRef(t *testing.T, w *tensor.Tensor) {
 
 func TestDequantMatchesReference(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 1))
-	for _, typ := range allTypes {
-		for _, cols := range []int{32, 256, 512, 172} {
-			if !shapeOK(typ, cols) {
-				continue
-			}
-			for _, gs := range groupSizes(typ) {
-				checkAgainstRef(t, randTensor(rng, typ, 3, cols, gs))
+	levelsCovered(t, func(int) {
+		for _, typ := range allTypes {
+			for _, cols := range []int{32, 256, 512, 172} {
+				if !shapeOK(typ, cols) {
+					continue
+				}
+				for _, gs := range groupSizes(typ) {
+					checkAgainstRef(t, randTensor(rng, typ, 3, cols, gs))
+				}
 			}
 		}
-	}
+	})
 }
 
 func checkMatVecAgainstRef(t *testing.T, w *tensor.Tensor, rng *rand.Rand) {

@@ -108,6 +108,30 @@ func dotQ8GFused(w *tensor.Tensor, row []byte, r int, x []float32) float32 {
 //go:noescape
 func scaleI8AVX2(dst *float32, src unsafe.Pointer, n int, s float32)
 
+//go:noescape
+func cvtF16AVX2(dst *float32, src unsafe.Pointer, n int)
+
+//go:noescape
+func cvtBF16AVX2(dst *float32, src unsafe.Pointer, n int)
+
+// widenHalves converts the first len(dst)&^7 f16 (or bf16) values of src
+// to dst with SIMD and returns how many it did (0 without SIMD). VCVTPH2PS
+// widens every finite value and infinity exactly, as f16ToF32 does; a NaN
+// stays a NaN.
+func widenHalves(dst []float32, src []byte, bf16 bool) int {
+	n8 := len(dst) &^ 7
+	if n8 == 0 || simdLevel < simdAVX2 {
+		return 0
+	}
+	_ = src[2*n8-1]
+	if bf16 {
+		cvtBF16AVX2(&dst[0], unsafe.Pointer(&src[0]), n8)
+	} else {
+		cvtF16AVX2(&dst[0], unsafe.Pointer(&src[0]), n8)
+	}
+	return n8
+}
+
 // scaleI8 sets dst[i] = float32(int8(src[i])) * s.
 func scaleI8(dst []float32, src []byte, s float32) {
 	src = src[:len(dst)]

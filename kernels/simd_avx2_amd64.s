@@ -505,3 +505,46 @@ q8gsum:
 	VZEROUPPER
 	MOVSS X0, ret+40(FP)
 	RET
+
+// func cvtF16AVX2(dst *float32, src unsafe.Pointer, n int)
+// dst[i] = f16 src[i] widened (exact), n a multiple of 8.
+TEXT ·cvtF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $3, CX
+	JZ   f16cdone
+
+f16cloop:
+	VCVTPH2PS (SI), Y0
+	VMOVUPS   Y0, (DI)
+	ADDQ      $16, SI
+	ADDQ      $32, DI
+	DECQ      CX
+	JNZ       f16cloop
+
+f16cdone:
+	VZEROUPPER
+	RET
+
+// func cvtBF16AVX2(dst *float32, src unsafe.Pointer, n int)
+// dst[i] = bf16 src[i] widened (its bits shifted up), n a multiple of 8.
+TEXT ·cvtBF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $3, CX
+	JZ   bf16cdone
+
+bf16cloop:
+	VPMOVZXWD (SI), Y0
+	VPSLLD    $16, Y0, Y0
+	VMOVUPS   Y0, (DI)
+	ADDQ      $16, SI
+	ADDQ      $32, DI
+	DECQ      CX
+	JNZ       bf16cloop
+
+bf16cdone:
+	VZEROUPPER
+	RET

@@ -34,3 +34,7 @@ func gemmIntOK() bool { return false }
 func gemmF32([]float32, []float32, int, *[gemmGroup]float32)      { panic("unreachable") }
 func gemmInt([]byte, []float32, int, []byte, *[gemmGroup]float32) { panic("unreachable") }
 func q4kMins([]float32, *actQ, int, *[gemmGroup]float32)          { panic("unreachable") }
+
+func quantizeSIMD([]float32, []int8, []float32, []float32, []int32) bool { return false }
+
+func widenHalves([]float32, []byte, bool) int { return 0 }
