@@ -1,0 +1,44 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/seamlm/seam/llama2c"
+	"github.com/spf13/cobra"
+)
+
+// newBenchLlama2cQ8Cmd converts a llama2.c f32 checkpoint to version 2 (Q8),
+// so that Seam and llama2.c's runq.c can be compared on the same model.
+func newBenchLlama2cQ8Cmd() *cobra.Command {
+	var in, out string
+	var group int
+	cmd := &cobra.Command{
+		Use:   "llama2c-q8 --in model.bin --out model-q8.bin [--group-size 64]",
+		Short: "Quantize a llama2.c f32 checkpoint to llama2.c's version 2 (int8 groups), for runq.c comparisons",
+		Long: `Llama2c-q8 reads a llama2.c version 0 (f32) checkpoint and writes it as
+version 2, the format of llama2.c's runq.c: norms in f32, every matrix as int8
+values with one f32 scale per --group-size values (scale = max |w| / 127, as
+llama2.c's export.py computes it). The group size must divide dim.`,
+		Example: `  seam synth --shape stories110m --out /tmp/s110
+  seam bench llama2c-q8 --in /tmp/s110/model.bin --out /tmp/s110/model-q8.bin`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := llama2c.Open(in)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			if c.Version != 0 {
+				return fmt.Errorf("%s: version %d; llama2c-q8 reads version 0 (f32) checkpoints", in, c.Version)
+			}
+			return writeFile(out, func(f *os.File) error { return llama2c.WriteQ8(f, c.Weights, group) })
+		},
+	}
+	cmd.Flags().StringVar(&in, "in", "", "llama2.c version 0 checkpoint (required)")
+	cmd.Flags().StringVar(&out, "out", "", "version 2 checkpoint to write (required)")
+	cmd.Flags().IntVar(&group, "group-size", 64, "values per int8 group")
+	cmd.MarkFlagRequired("in")
+	cmd.MarkFlagRequired("out")
+	return cmd
+}
