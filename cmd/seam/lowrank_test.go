@@ -81,8 +81,15 @@ func TestLowRankWire(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("lowrank text: %q", text)
-	if !strings.HasPrefix(text, "Once upon a time") || len(text) < 150 {
-		t.Fatalf("lowrank generation looks wrong: %q", text)
+	// Close to f32's: the f32 model's greedy text (the shared reference file)
+	// and the lowrank one agree for their first 150 bytes, about 45 of the
+	// 60 tokens. Measured: the whole 60-token text (175 bytes) agrees.
+	same := 0
+	for same < len(text) && same < len(ref) && text[same] == ref[same] {
+		same++
+	}
+	if same < 150 {
+		t.Fatalf("lowrank text leaves f32's after %d bytes (want at least 150):\n lowrank: %q\n     f32: %q", same, text, ref[:min(len(ref), len(text))])
 	}
 
 	// Different codecs at boundary 2 on the two sides: refused, naming both digests.

@@ -3,12 +3,16 @@ package main
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/seamlm/seam/internal/testmodels"
+	"github.com/seamlm/seam/llama2c"
+	"github.com/seamlm/seam/model"
 	"github.com/seamlm/seam/synth"
 	"github.com/seamlm/seam/tokenizer"
 )
@@ -76,17 +80,81 @@ func TestQ8AgreesWithF32(t *testing.T) {
 	}
 }
 
+// score --json reports the token counts of the text and the mean NLL of the
+// model's predictions, checked against a teacher-forced run of the model
+// with the NLL computed here in float64.
 func TestScoreJSON(t *testing.T) {
 	dir := testmodels.Dir(t)
+	const text = "Once upon a time, there was a little girl named Lily."
 	out, err := seam(t, "score", "--model", filepath.Join(dir, testmodels.Stories260K), "--tokenizer", filepath.Join(dir, testmodels.Tok512),
-		"--text", "Once upon a time, there was a little girl named Lily.", "--json")
+		"--text", text, "--json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{`"tokens":`, `"predicted":`, `"mean_nll":`, `"perplexity":`} {
-		if !strings.Contains(out, key) {
-			t.Errorf("score --json output %q lacks %s", out, key)
+	var got struct {
+		Tokens     *int     `json:"tokens"`
+		Predicted  *int     `json:"predicted"`
+		MeanNLL    *float64 `json:"mean_nll"`
+		Perplexity *float64 `json:"perplexity"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil || got.Tokens == nil || got.Predicted == nil || got.MeanNLL == nil || got.Perplexity == nil {
+		t.Fatalf("score --json output %q: %v, or a key is missing", out, err)
+	}
+	tok, err := tokenizer.LoadLlama2c(filepath.Join(dir, testmodels.Tok512), 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := tok.Encode(text, true, false)
+	ck, err := llama2c.Open(filepath.Join(dir, testmodels.Stories260K))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	m, err := model.New(ck.Weights)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := m.NewState(0, ck.Weights.Config.NLayers)
+	x := make([]float32, ck.Weights.Config.Dim)
+	logits := make([]float32, ck.Weights.Config.VocabSize)
+	var sum float64
+	for pos, id := range ids[:len(ids)-1] {
+		if err := m.Embed(id, x); err != nil {
+			t.Fatal(err)
 		}
+		if err := m.Layers(s, x, pos); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Head(x, logits); err != nil {
+			t.Fatal(err)
+		}
+		// -log softmax(logits)[next], in float64.
+		maxv := math.Inf(-1)
+		for _, v := range logits {
+			maxv = math.Max(maxv, float64(v))
+		}
+		var z float64
+		for _, v := range logits {
+			z += math.Exp(float64(v) - maxv)
+		}
+		sum += maxv + math.Log(z) - float64(logits[ids[pos+1]])
+	}
+	want := sum / float64(len(ids)-1)
+	if *got.Tokens != len(ids) || *got.Predicted != len(ids)-1 {
+		t.Errorf("tokens %d, predicted %d; the text is %d tokens with BOS", *got.Tokens, *got.Predicted, len(ids))
+	}
+	// The same float32 logits either way; only the float64 sums may differ
+	// in their last bits.
+	if math.Abs(*got.MeanNLL-want) > 1e-9*want {
+		t.Errorf("mean_nll %v, teacher-forced run gives %v", *got.MeanNLL, want)
+	}
+	if math.Abs(*got.Perplexity-math.Exp(want)) > 1e-9*math.Exp(want) {
+		t.Errorf("perplexity %v, want exp(mean_nll) = %v", *got.Perplexity, math.Exp(want))
+	}
+	// stories260K knows this sentence, its own greedy output: measured 0.100
+	// nats per token.
+	if !(want > 0.05 && want < 0.2) {
+		t.Errorf("mean NLL %v of the model's own greedy text is implausible", want)
 	}
 }
 
