@@ -333,6 +333,18 @@ func TestSIMDMatchesGo(t *testing.T) {
 				t.Fatalf("level %s Dot n=%d: simd %v, go %v", levelNames[level], n, fast, slow)
 			}
 		}
+		for n := 0; n <= 70; n++ {
+			x, y := randVec(rng, n), randVec(rng, n)
+			a := float32(rng.NormFloat64())
+			fast, slow := append([]float32(nil), y...), append([]float32(nil), y...)
+			Axpy(fast, a, x)
+			withSIMD(simdNone, func() { Axpy(slow, a, x) })
+			for i := range fast {
+				if !sameBits(fast[i], slow[i]) {
+					t.Fatalf("level %s Axpy n=%d value %d: simd %v, go %v", levelNames[level], n, i, fast[i], slow[i])
+				}
+			}
+		}
 		for _, typ := range allTypes {
 			for _, cols := range []int{8, 32, 40, 64, 172, 256, 512, 2048, 4096 + 7} {
 				if !shapeOK(typ, cols) {

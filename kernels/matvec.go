@@ -239,8 +239,10 @@ type job struct {
 	tokens    int
 	cols      int
 	chunks    int
-	next      atomic.Int64 // next chunk to claim
-	remaining atomic.Int64 // chunks not yet finished
+	task      func(worker, i int) // a Parallel call: chunk i is task(worker, i)
+	workers   atomic.Int32        // goroutines that entered a Parallel job
+	next      atomic.Int64        // next chunk to claim
+	remaining atomic.Int64        // chunks not yet finished
 	mu        sync.Mutex
 	done      *sync.Cond // signalled when remaining reaches 0 and someone parked
 	parked    bool
@@ -248,6 +250,10 @@ type job struct {
 
 // work claims and computes chunks until none is left.
 func (j *job) work() {
+	if j.task != nil {
+		j.workTasks()
+		return
+	}
 	var scratch *[]float32
 	claimed := false
 	for {
@@ -276,6 +282,53 @@ func (j *job) work() {
 	}
 	if scratch != nil {
 		scratchPool.Put(scratch)
+	}
+}
+
+// Parallel calls f(worker, i) for every i in [0, n), spread over at most
+// min(maxWorkers, Threads()) goroutines, the caller's included, and returns
+// when every call has returned. worker is in [0, maxWorkers) and no two
+// concurrent calls share one, so f may use per-worker scratch space. Calls
+// run in no particular order: for results independent of the thread count,
+// f(_, i) must write only what belongs to item i.
+func Parallel(n, maxWorkers int, f func(worker, i int)) {
+	threads := min(Threads(), maxWorkers)
+	if threads <= 1 || n <= 1 {
+		for i := range n {
+			f(0, i)
+		}
+		return
+	}
+	j := &job{task: f, chunks: n}
+	j.remaining.Store(int64(n))
+	helpers := min(threads-1, n-1)
+	pool.ensure(helpers)
+	for range helpers {
+		select {
+		case pool.jobs <- j:
+		default:
+		}
+	}
+	j.work()
+	j.wait()
+}
+
+// workTasks runs a Parallel job's items until none is left.
+func (j *job) workTasks() {
+	worker := int(j.workers.Add(1)) - 1
+	for {
+		c := int(j.next.Add(1) - 1)
+		if c >= j.chunks {
+			return
+		}
+		j.task(worker, c)
+		if j.remaining.Add(-1) == 0 {
+			j.mu.Lock()
+			if j.parked {
+				j.done.Signal()
+			}
+			j.mu.Unlock()
+		}
 	}
 }
 

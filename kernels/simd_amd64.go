@@ -109,6 +109,21 @@ func dotQ8GFused(w *tensor.Tensor, row []byte, r int, x []float32) float32 {
 func scaleI8AVX2(dst *float32, src unsafe.Pointer, n int, s float32)
 
 //go:noescape
+func axpyAVX2(y *float32, a float32, x *float32, n int)
+
+// axpySIMD does y[i] += round(a*x[i]) for the first len(y)&^7 values and
+// returns how many (0 without SIMD): the same operations as Axpy's loop.
+func axpySIMD(y []float32, a float32, x []float32) int {
+	n8 := len(y) &^ 7
+	if n8 == 0 || simdLevel < simdAVX2 {
+		return 0
+	}
+	_ = x[n8-1]
+	axpyAVX2(&y[0], a, &x[0], n8)
+	return n8
+}
+
+//go:noescape
 func cvtF16AVX2(dst *float32, src unsafe.Pointer, n int)
 
 //go:noescape

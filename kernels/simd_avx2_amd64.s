@@ -548,3 +548,26 @@ bf16cloop:
 bf16cdone:
 	VZEROUPPER
 	RET
+
+// func axpyAVX2(y *float32, a float32, x *float32, n int)
+// y[i] += round(a * x[i]) for i < n, n a multiple of 8.
+TEXT ·axpyAVX2(SB), NOSPLIT, $0-32
+	MOVQ         y+0(FP), DI
+	VBROADCASTSS a+8(FP), Y0
+	MOVQ         x+16(FP), SI
+	MOVQ         n+24(FP), CX
+	SHRQ         $3, CX
+	JZ           axpydone
+
+axpyloop:
+	VMULPS  (SI), Y0, Y1
+	VADDPS  (DI), Y1, Y1
+	VMOVUPS Y1, (DI)
+	ADDQ    $32, SI
+	ADDQ    $32, DI
+	DECQ    CX
+	JNZ     axpyloop
+
+axpydone:
+	VZEROUPPER
+	RET

@@ -38,3 +38,5 @@ func q4kMins([]float32, *actQ, int, *[gemmGroup]float32)          { panic("unrea
 func quantizeSIMD([]float32, []int8, []float32, []float32, []int32) bool { return false }
 
 func widenHalves([]float32, []byte, bool) int { return 0 }
+
+func axpySIMD([]float32, float32, []float32) int { return 0 }

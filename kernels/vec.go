@@ -51,8 +51,8 @@ func Axpy(y []float32, a float32, x []float32) {
 	if len(y) != len(x) {
 		panic(fmt.Sprintf("kernels.Axpy: lengths %d and %d differ", len(y), len(x)))
 	}
-	for i, v := range x {
-		y[i] += float32(a * v)
+	for i := axpySIMD(y, a, x); i < len(x); i++ {
+		y[i] += float32(a * x[i])
 	}
 }
 
