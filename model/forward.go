@@ -63,7 +63,7 @@ type State struct {
 	keys, vals  [][]float32 // per held layer: SeqLen x KVDim
 	xb, xb2, q  []float32   // batch x Dim
 	hb, hb2     []float32   // batch x HiddenDim
-	att         []float32
+	att         []float32   // attention scores: per worker, the positions of a batch
 }
 
 // NewState allocates the KV cache of layers [first, last).
@@ -72,7 +72,7 @@ func (m *Model) NewState(first, last int) (*State, error) {
 	if first < m.W.First || last > m.W.Last || first >= last {
 		return nil, fmt.Errorf("layer range [%d, %d) is not within the held layers [%d, %d)", first, last, m.W.First, m.W.Last)
 	}
-	s := &State{First: first, Last: last, att: make([]float32, c.SeqLen)}
+	s := &State{First: first, Last: last}
 	for l := first; l < last; l++ {
 		s.keys = append(s.keys, make([]float32, c.SeqLen*c.KVDim()))
 		s.vals = append(s.vals, make([]float32, c.SeqLen*c.KVDim()))
@@ -149,25 +149,20 @@ func (m *Model) layer(s *State, l int, x []float32, pos, n int) {
 	for t := range n {
 		kernels.RMSNorm(xb[t*d:(t+1)*d], x[t*d:(t+1)*d], m.attnNorm[l], c.NormEps)
 	}
-	kernels.MatMul(q, &w.Wq, xb, n)
-	kernels.MatMul(keys, &w.Wk, xb, n)
-	kernels.MatMul(vals, &w.Wv, xb, n)
+	// One parallel region for the three projections of the same input.
+	kernels.MatMuls([]kernels.Product{{Out: q, W: &w.Wq}, {Out: keys, W: &w.Wk}, {Out: vals, W: &w.Wv}}, xb, n)
 	for t := range n {
 		m.rope(q[t*d:(t+1)*d], pos+t)
 		m.rope(keys[t*kvDim:(t+1)*kvDim], pos+t)
 	}
-	// Causal: token t attends to positions up to pos+t, all now cached.
-	for t := range n {
-		m.attention(s, l, q[t*d:(t+1)*d], xb[t*d:(t+1)*d], pos+t)
-	}
+	m.attentionBatch(s, l, q, xb, pos, n)
 	kernels.MatMul(xb2, &w.Wo, xb, n)
 	kernels.Axpy(x, 1, xb2)
 
 	for t := range n {
 		kernels.RMSNorm(xb[t*d:(t+1)*d], x[t*d:(t+1)*d], m.ffnNorm[l], c.NormEps)
 	}
-	kernels.MatMul(hb, &w.W1, xb, n)
-	kernels.MatMul(hb2, &w.W3, xb, n)
+	kernels.MatMuls([]kernels.Product{{Out: hb, W: &w.W1}, {Out: hb2, W: &w.W3}}, xb, n)
 	kernels.SwiGLU(hb, hb2)
 	kernels.MatMul(xb2, &w.W2, hb, n)
 	kernels.Axpy(x, 1, xb2)
@@ -192,28 +187,47 @@ func (m *Model) rope(v []float32, pos int) {
 	}
 }
 
-// attention computes grouped-query attention of query q (one token, all
-// heads) over cached positions 0..pos of layer l, writing the heads' outputs
-// into out.
-func (m *Model) attention(s *State, l int, q, out []float32, pos int) {
+// attentionBatch computes attention for the n tokens at positions pos ..
+// pos+n-1 (queries q, n x Dim) into out, every (token, head) pair a separate
+// item spread over the kernels' threads. Causal: token t attends to
+// positions up to pos+t, all cached by now. Each head's arithmetic is the
+// same whichever thread runs it, so the result does not depend on the
+// thread count.
+func (m *Model) attentionBatch(s *State, l int, q, out []float32, pos, n int) {
+	c := &m.W.Config
+	d, heads := c.Dim, c.NHeads
+	span := pos + n // the most positions one item attends to
+	workers := kernels.Threads()
+	if len(s.att) < workers*span {
+		s.att = make([]float32, workers*span)
+	}
+	kernels.Parallel(n*heads, workers, func(worker, i int) {
+		t, h := i/heads, i%heads
+		att := s.att[worker*span : (worker+1)*span]
+		m.attendHead(s, l, h, q[t*d:(t+1)*d], out[t*d:(t+1)*d], pos+t, att)
+	})
+}
+
+// attendHead computes grouped-query attention of head h of query q (one
+// token, all heads) over cached positions 0..pos of layer l, writing the
+// head's output into its part of out. att is scratch of at least pos+1.
+func (m *Model) attendHead(s *State, l, h int, q, out []float32, pos int, att []float32) {
 	c := &m.W.Config
 	hd, kvDim := c.HeadDim(), c.KVDim()
 	group := c.NHeads / c.NKVHeads
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	keys, vals := s.keys[l-s.First], s.vals[l-s.First]
-	att := s.att[:pos+1]
-	for h := 0; h < c.NHeads; h++ {
-		qh := q[h*hd : (h+1)*hd]
-		kvOff := (h / group) * hd
-		for t := 0; t <= pos; t++ {
-			att[t] = kernels.Dot(qh, keys[t*kvDim+kvOff:t*kvDim+kvOff+hd]) * scale
-		}
-		kernels.Softmax(att)
-		oh := out[h*hd : (h+1)*hd]
-		clear(oh)
-		for t := 0; t <= pos; t++ {
-			kernels.Axpy(oh, att[t], vals[t*kvDim+kvOff:t*kvDim+kvOff+hd])
-		}
+	att = att[:pos+1]
+	qh := q[h*hd : (h+1)*hd]
+	kvOff := (h / group) * hd
+	for t := 0; t <= pos; t++ {
+		att[t] = kernels.Dot(qh, keys[t*kvDim+kvOff:t*kvDim+kvOff+hd]) * scale
+	}
+	kernels.Softmax(att)
+	oh := out[h*hd : (h+1)*hd]
+	clear(oh)
+	for t := 0; t <= pos; t++ {
+		kernels.Axpy(oh, att[t], vals[t*kvDim+kvOff:t*kvDim+kvOff+hd])
 	}
 }
 

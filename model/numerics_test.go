@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/seamlm/seam/kernels"
 	"github.com/seamlm/seam/model"
 	"github.com/seamlm/seam/synth"
 	"github.com/seamlm/seam/tensor"
@@ -183,6 +184,52 @@ func TestHeadNorm(t *testing.T) {
 		t.Logf("hidden RMS %g: relative error of the logits %.2g", scale, e)
 		if !(e <= 6e-7) {
 			t.Errorf("hidden RMS %g: logits differ from float64 by %.3g of their size (bound 6e-7)", scale, e)
+		}
+	}
+}
+
+// TestThreadsBitIdentical: the forward pass (parallel projections, parallel
+// attention heads, a batched prompt) gives the same bits with 1, 2 and 3
+// threads, for f32 and an integer-dot type.
+func TestThreadsBitIdentical(t *testing.T) {
+	defer kernels.SetThreads(0)
+	cfg := model.Config{Dim: 128, HiddenDim: 256, NLayers: 2, NHeads: 8, NKVHeads: 2, VocabSize: 300,
+		SeqLen: 32, RopeTheta: 10000, RopeDim: 16, NormEps: 1e-5, TiedOutput: true}
+	base, err := synth.Weights(cfg, 12)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []*model.Weights{base, quantizedCopy(t, base, tensor.Q4_0)} {
+		m, err := model.New(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var first []float32
+		for _, th := range []int{1, 2, 3} {
+			kernels.SetThreads(th)
+			s, _ := m.NewState(0, cfg.NLayers)
+			tokens := []int{1, 5, 9, 200, 17, 3, 3, 80, 81, 82, 7}
+			x := make([]float32, len(tokens)*cfg.Dim)
+			for i, tok := range tokens {
+				m.Embed(tok, x[i*cfg.Dim:(i+1)*cfg.Dim])
+			}
+			if err := m.LayersBatch(s, x[:9*cfg.Dim], 0, 9); err != nil {
+				t.Fatal(err)
+			}
+			for p := 9; p < len(tokens); p++ {
+				if err := m.Layers(s, x[p*cfg.Dim:(p+1)*cfg.Dim], p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if first == nil {
+				first = x
+				continue
+			}
+			for i := range x {
+				if math.Float32bits(x[i]) != math.Float32bits(first[i]) {
+					t.Fatalf("%s, %d threads: value %d is %v, with 1 thread %v", w.Layers[0].Wq.Type, th, i, x[i], first[i])
+				}
+			}
 		}
 	}
 }
