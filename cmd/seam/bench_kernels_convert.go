@@ -5,6 +5,7 @@ import (
 	"os"
 
 	"github.com/seamlm/seam/llama2c"
+	"github.com/seamlm/seam/loader"
 	"github.com/spf13/cobra"
 )
 
@@ -38,6 +39,38 @@ llama2.c's export.py computes it). The group size must divide dim.`,
 	cmd.Flags().StringVar(&in, "in", "", "llama2.c version 0 checkpoint (required)")
 	cmd.Flags().StringVar(&out, "out", "", "version 2 checkpoint to write (required)")
 	cmd.Flags().IntVar(&group, "group-size", 64, "values per int8 group")
+	cmd.MarkFlagRequired("in")
+	cmd.MarkFlagRequired("out")
+	return cmd
+}
+
+// newBenchToLlama2cCmd writes any f32 model (a GGUF, say) as a llama2.c
+// version 0 checkpoint: the same weights in llama2.c's layout, to compare
+// the two formats, or Seam with run.c, on identical numbers.
+func newBenchToLlama2cCmd() *cobra.Command {
+	var in, out string
+	cmd := &cobra.Command{
+		Use:   "to-llama2c --in MODEL --out model.bin",
+		Short: "Write an f32 model (GGUF, container) as a llama2.c version 0 checkpoint with the same weights",
+		Long: `To-llama2c loads a model whose tensors are all f32 and writes them as a
+llama2.c version 0 checkpoint (the format of run.c): the same values, in
+llama2.c's tensor order, after its 28-byte header. An untied classifier is
+kept (llama2.c marks it with a negative vocabulary size).`,
+		Example: `  seam bench make-gguf --out s110.gguf --matrices f32 --embedding f32 --dim 768 --hidden 2048 \
+    --layers 12 --heads 12 --kv-heads 12 --vocab 32000 --seq-len 1024
+  seam bench to-llama2c --in s110.gguf --out s110.bin`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m, err := loader.Open(in, loader.Options{NoTokenizer: true})
+			if err != nil {
+				return err
+			}
+			defer m.Close()
+			return writeFile(out, func(f *os.File) error { return llama2c.WriteLegacy(f, m.Weights) })
+		},
+	}
+	cmd.Flags().StringVar(&in, "in", "", "f32 model to convert (required)")
+	cmd.Flags().StringVar(&out, "out", "", "llama2.c checkpoint to write (required)")
 	cmd.MarkFlagRequired("in")
 	cmd.MarkFlagRequired("out")
 	return cmd
