@@ -11,7 +11,7 @@ import (
 
 // benchKernelCommands are `seam bench decode` and `seam bench prefill`.
 func benchKernelCommands() []*cobra.Command {
-	return []*cobra.Command{newBenchDecodeCmd(), newBenchPrefillCmd(), newBenchLlama2cQ8Cmd(), newBenchToLlama2cCmd()}
+	return []*cobra.Command{newBenchDecodeCmd(), newBenchPrefillCmd(), newBenchBandwidthCmd(), newBenchLlama2cQ8Cmd(), newBenchToLlama2cCmd()}
 }
 
 const speedMethod = `The model is loaded first (not timed) with no tokenizer. The machine's read

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
+	"runtime"
 
+	"github.com/seamlm/seam/bench"
 	"github.com/seamlm/seam/llama2c"
 	"github.com/seamlm/seam/loader"
 	"github.com/spf13/cobra"
@@ -73,5 +76,36 @@ kept (llama2.c marks it with a negative vocabulary size).`,
 	cmd.Flags().StringVar(&out, "out", "", "llama2.c checkpoint to write (required)")
 	cmd.MarkFlagRequired("in")
 	cmd.MarkFlagRequired("out")
+	return cmd
+}
+
+func newBenchBandwidthCmd() *cobra.Command {
+	var threads int
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "bandwidth [--threads N] [--json]",
+		Short: "Measure the machine's memory read bandwidth (GB/s), as decode and prefill do",
+		Long: `Bandwidth measures how fast N threads read memory: they sum disjoint parts of
+a 1 GiB buffer with the SIMD dot kernel; the best of 5 rounds after a warm-up
+round is printed. Scripts measure it once and pass it to decode and prefill
+with --bandwidth.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if threads <= 0 {
+				threads = runtime.NumCPU()
+			}
+			bw, err := bench.ReadBandwidth(threads, 0)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"threads": threads, "bandwidth_gb_s": bw})
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "read bandwidth: %.2f GB/s with %d threads\n", bw, threads)
+			return err
+		},
+	}
+	cmd.Flags().IntVar(&threads, "threads", 0, "reading threads (0: every core)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"threads": N, "bandwidth_gb_s": X}`)
 	return cmd
 }
