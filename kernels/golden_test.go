@@ -116,23 +116,25 @@ func TestGoldenOutputs(t *testing.T) {
 // inputs, for the same reason.
 func TestGoldenVectorOps(t *testing.T) {
 	x, wt := goldenVec(300, 1), goldenVec(300, 2)
-	var out []float32
-	norm := make([]float32, len(x))
-	RMSNorm(norm, x, wt, 1e-5)
-	out = append(out, norm...)
-	sm := append([]float32(nil), x...)
-	Softmax(sm)
-	out = append(out, sm...)
-	g := append([]float32(nil), x...)
-	SwiGLU(g, wt)
-	out = append(out, g...)
-	for _, v := range x {
-		out = append(out, Exp(v/16))
-	}
-	y := append([]float32(nil), wt...)
-	Axpy(y, 0.37, x)
-	out = append(out, y...)
-	if got, want := digestF32(out), "685f54454dbf5551"; got != want {
-		t.Errorf("vector ops digest %s, pinned %s", got, want)
-	}
+	levelsCovered(t, func(level int) {
+		var out []float32
+		norm := make([]float32, len(x))
+		RMSNorm(norm, x, wt, 1e-5)
+		out = append(out, norm...)
+		sm := append([]float32(nil), x...)
+		Softmax(sm)
+		out = append(out, sm...)
+		g := append([]float32(nil), x...)
+		SwiGLU(g, wt)
+		out = append(out, g...)
+		for _, v := range x {
+			out = append(out, Exp(v/16))
+		}
+		y := append([]float32(nil), wt...)
+		Axpy(y, 0.37, x)
+		out = append(out, y...)
+		if got, want := digestF32(out), "685f54454dbf5551"; got != want {
+			t.Errorf("level %s: vector ops digest %s, pinned %s", levelNames[level], got, want)
+		}
+	})
 }

@@ -221,3 +221,18 @@ func simdRowKernel(t tensor.DType) simdRow {
 	}
 	return kernelSets[simdLevel][t]
 }
+
+//go:noescape
+func expAVX2(dst, src *float32, n int, negate bool)
+
+// expSIMD sets dst[i] = Exp(src[i]) (of -src[i] with negate) for the first
+// len(dst)&^3 values and returns how many (0 without SIMD).
+func expSIMD(dst, src []float32, negate bool) int {
+	n4 := len(dst) &^ 3
+	if n4 == 0 || simdLevel < simdAVX2 {
+		return 0
+	}
+	_ = src[n4-1]
+	expAVX2(&dst[0], &src[0], n4, negate)
+	return n4
+}

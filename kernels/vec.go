@@ -33,10 +33,14 @@ func Softmax(x []float32) {
 	for _, v := range x[1:] {
 		m = max(m, v)
 	}
-	var sum float32
 	for i, v := range x {
-		e := Exp(v - m)
-		x[i] = e
+		x[i] = v - m
+	}
+	for i := expSIMD(x, x, false); i < len(x); i++ {
+		x[i] = Exp(x[i])
+	}
+	var sum float32
+	for _, e := range x {
 		sum += e
 	}
 	inv := 1 / sum
@@ -62,8 +66,16 @@ func SwiGLU(gate, up []float32) {
 	if len(gate) != len(up) {
 		panic(fmt.Sprintf("kernels.SwiGLU: lengths %d and %d differ", len(gate), len(up)))
 	}
-	for i, g := range gate {
-		gate[i] = g / (1 + Exp(-g)) * up[i]
+	var e [256]float32 // Exp(-g) for a chunk of gate
+	for lo := 0; lo < len(gate); lo += len(e) {
+		g := gate[lo:min(lo+len(e), len(gate))]
+		for i := expSIMD(e[:len(g)], g, true); i < len(g); i++ {
+			e[i] = Exp(-g[i])
+		}
+		u := up[lo : lo+len(g)]
+		for i, v := range g {
+			g[i] = v / (1 + e[i]) * u[i]
+		}
 	}
 }
 
@@ -96,7 +108,9 @@ func Exp(x float32) float32 {
 	for _, c := range expCoeffs {
 		p = float64(p*r) + c
 	}
-	return float32(math.Ldexp(p, int(k)))
+	// k is within [-151, 129], so 2^k is a normal float64 and p*2^k is
+	// exact, as math.Ldexp would give it, without its general-case cost.
+	return float32(p * math.Float64frombits(uint64(int64(k)+1023)<<52))
 }
 
 // expCoeffs are 1/12!, 1/11!, ..., 1/1!, 1/0!.

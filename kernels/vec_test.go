@@ -176,3 +176,41 @@ func TestSwiGLU(t *testing.T) {
 	mustPanic(t, "SwiGLU", func() { SwiGLU(make([]float32, 2), make([]float32, 3)) })
 	mustPanic(t, "RMSNorm", func() { RMSNorm(make([]float32, 2), make([]float32, 3), make([]float32, 3), 0) })
 }
+
+// The SIMD Exp computes Exp's bits: random values over Exp's whole range
+// and beyond, halfway cases of the rounding of k, every special value.
+func TestExpSIMDMatchesGo(t *testing.T) {
+	rng := rand.New(rand.NewPCG(71, 71))
+	var x []float32
+	for range 400000 {
+		x = append(x, float32(rng.Float64()*240-120))
+	}
+	for k := -160; k <= 140; k++ { // x*log2e near k + 1/2
+		v := (float64(k) + 0.5) / 1.4426950408889634
+		x = append(x, float32(v), math.Nextafter32(float32(v), 0), math.Nextafter32(float32(v), 200))
+	}
+	x = append(x, 0, float32(math.Copysign(0, -1)), 89, math.Nextafter32(89, 100), -104, math.Nextafter32(-104, -200),
+		88.72284, 88.72283, -87.33655, -103.97, math.MaxFloat32, -math.MaxFloat32, math.SmallestNonzeroFloat32,
+		float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), math.Float32frombits(0x7fa00001))
+	for len(x)%4 != 0 {
+		x = append(x, 1)
+	}
+	levelsCovered(t, func(level int) {
+		for _, neg := range []bool{false, true} {
+			got := make([]float32, len(x))
+			n := expSIMD(got, x, neg)
+			if level >= simdAVX2 && n != len(x) {
+				t.Fatalf("level %s: expSIMD did %d of %d", levelNames[level], n, len(x))
+			}
+			for i := range got[:n] {
+				v := x[i]
+				if neg {
+					v = -v
+				}
+				if want := Exp(v); !sameBits(got[i], want) {
+					t.Fatalf("level %s: Exp(%v) = %v (bits %08x), SIMD %v (bits %08x)", levelNames[level], v, want, math.Float32bits(want), got[i], math.Float32bits(got[i]))
+				}
+			}
+		}
+	})
+}
