@@ -41,14 +41,13 @@ func Generate(ctx context.Context, s Session, tok *tokenizer.Tokenizer, contextL
 		return st, fmt.Errorf("prompt is %d tokens (with BOS), longer than the context of %d", len(ids), contextLen)
 	}
 	steps := min(opts.Steps, contextLen)
+	if steps < len(ids) {
+		return st, &StepsError{Steps: opts.Steps, PromptTokens: len(ids)}
+	}
 	if opts.EchoPrompt {
 		if err := writePieces(out, tok, ids); err != nil {
 			return st, err
 		}
-	}
-	if steps < len(ids) {
-		st.StopReason = "length"
-		return st, nil
 	}
 	step := samplingStep(s, opts.Sampler)
 	t0 := time.Now()
@@ -89,6 +88,15 @@ func Generate(ctx context.Context, s Session, tok *tokenizer.Tokenizer, contextL
 	}
 	st.Decode = time.Since(t0)
 	return st, nil
+}
+
+// StepsError refuses a step budget that ends inside the prompt: nothing
+// would be generated.
+type StepsError struct{ Steps, PromptTokens int }
+
+func (e *StepsError) Error() string {
+	return fmt.Sprintf("the prompt alone is %d tokens (BOS included) and steps count its positions, so %d steps generate nothing: give at least %d",
+		e.PromptTokens, e.Steps, e.PromptTokens)
 }
 
 // samplingStep feeds tokens and picks the next one: on the stage that holds

@@ -3,13 +3,22 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
+
+	"github.com/seamlm/seam/internal/signals"
 )
 
 func main() {
-	if err := newRootCmd().Execute(); err != nil {
+	ctx, stop := signals.Context(context.Background())
+	err := newRootCmd().ExecuteContext(ctx)
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "seam:", err)
+		if in := signals.As(err); in != nil {
+			os.Exit(in.ExitCode())
+		}
 		os.Exit(1)
 	}
 }

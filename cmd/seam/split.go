@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"net"
 	"strings"
 	"time"
 
@@ -48,6 +50,37 @@ func linkConfig(mbps, latMs float64) (link.Config, error) {
 
 func (f *splitFlags) active() bool { return f.stages != "" || f.split > 0 }
 
+// validate refuses split flags that cannot be honoured: a stage count below
+// one, an empty stage address, or flags that only apply between stages
+// given without any.
+func (f *splitFlags) validate(cmd *cobra.Command) error {
+	fl := cmd.Flags()
+	if fl.Changed("split") && f.split < 1 {
+		return fmt.Errorf("--split %d: want the number of in-process stages, 1 or more (leave --split out to run the model whole)", f.split)
+	}
+	if fl.Changed("stages") {
+		if f.stages == "" {
+			return fmt.Errorf("--stages is empty: give the stage addresses, host:port,host:port,...")
+		}
+		for i, addr := range strings.Split(f.stages, ",") {
+			if strings.TrimSpace(addr) == "" {
+				return fmt.Errorf("--stages %q: stage %d has no address (a stray comma?)", f.stages, i+1)
+			}
+			if _, _, err := net.SplitHostPort(addr); err != nil {
+				return fmt.Errorf("--stages %q: stage %d address %q: want host:port (%v)", f.stages, i+1, addr, err)
+			}
+		}
+	}
+	if !f.active() {
+		for _, name := range []string{"wire", "timeout", "link-mbps", "link-latency-ms"} {
+			if fl.Changed(name) {
+				return fmt.Errorf("--%s applies between pipeline stages: add --stages or --split, or leave it out", name)
+			}
+		}
+	}
+	return nil
+}
+
 // encodingByName resolves --wire: a built-in encoding, or lowrank (each
 // boundary's learned codec, attached to the container).
 func encodingByName(name string) (wire.EncodingID, error) {
@@ -90,9 +123,12 @@ func (f *splitFlags) session(ctx context.Context, modelPath, tokPath string) (ge
 			return nil, nil, nil, err
 		}
 		addrs = strings.Split(f.stages, ",")
+		for i := range addrs {
+			addrs[i] = strings.TrimSpace(addrs[i])
+		}
 	}
 	chain, err := pipeline.Dial(ctx, addrs, pipeline.Options{Identity: head.Identity, Config: head.Config, Encoding: enc,
-		Codecs: codec.Digests(head.Codecs), Timeout: f.timeout, Link: lc})
+		Codecs: codec.Digests(head.Codecs), Timeout: f.timeout, Link: lc, Logger: slog.Default()})
 	if err != nil {
 		cleanup()
 		return nil, nil, nil, err
