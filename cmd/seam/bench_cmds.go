@@ -2,8 +2,8 @@ package main
 
 import "github.com/spf13/cobra"
 
-// benchCommands are the subcommands of `seam bench` besides split: the
-// container-import measurements documented in docs/benchmarks.md.
-func benchCommands() []*cobra.Command {
-	return []*cobra.Command{newBenchMakeGGUFCmd(), newBenchOpenRangeCmd()}
+func newBenchCmd() *cobra.Command {
+	bench := &cobra.Command{Use: "bench", Short: "Measure Seam's speed: imports, stage links, decode", Args: cobra.NoArgs}
+	bench.AddCommand(newBenchSplitCmd(), newBenchMakeGGUFCmd(), newBenchOpenRangeCmd())
+	return bench
 }
