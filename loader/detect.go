@@ -163,7 +163,7 @@ func isGGML(b []byte) bool {
 // isSafetensors: a little-endian u64 header length, then a JSON object.
 func isSafetensors(b []byte, size int64) bool {
 	n := binary.LittleEndian.Uint64(b)
-	return n >= 2 && n < 100<<20 && int64(n)+8 <= size && b[8] == '{'
+	return len(b) > 8 && n >= 2 && n < 100<<20 && int64(n)+8 <= size && b[8] == '{'
 }
 
 // isTokenizerJSON looks for the keys of a Hugging Face tokenizer.json in
