@@ -124,28 +124,6 @@ func makeGGUF(cmd *cobra.Command, out string, cfg model.Config, opts synth.GGUFO
 	return nil
 }
 
-// byteProgress returns a progress callback: a bar on a terminal, otherwise a
-// line on stderr at every tenth of the total.
-func byteProgress(cmd *cobra.Command, what string) func(done, total int64) {
-	if bar := newBar(cmd, what); bar != nil {
-		return func(done, total int64) {
-			bar.ChangeMax64(total)
-			bar.Set64(done)
-			if done == total {
-				bar.Finish()
-				fmt.Fprintln(cmd.ErrOrStderr())
-			}
-		}
-	}
-	next := int64(1)
-	return func(done, total int64) {
-		if total > 0 && done*10 >= next*total {
-			fmt.Fprintf(cmd.ErrOrStderr(), "%s: %d%% (%d of %d bytes)\n", what, done*100/total, done, total)
-			next = done*10/total + 1
-		}
-	}
-}
-
 // parseByteSize reads a size such as 2GiB, 1.5GB, 500MiB, 64KiB or 1000 (bytes).
 func parseByteSize(s string) (int64, error) {
 	units := []struct {
