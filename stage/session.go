@@ -378,6 +378,9 @@ func (s *Server) handshakeDown(dp *peer, r wire.Route) (wire.Encoding, error) {
 func (s *Server) watchDownstream(hc *headConn, dp *peer) {
 	for {
 		f, err := dp.fr.ReadFrame()
+		if errors.Is(err, net.ErrClosed) {
+			return // closed here: the head left, or this stage is shutting down
+		}
 		if err != nil {
 			s.log.Warn("downstream connection lost", "session", 0, "peer", hc.name, "downstream", dp.name, "err", err)
 			hc.sendError(wire.Meta{}, fmt.Errorf("lost its connection to %s: %w", dp.name, err))
