@@ -20,9 +20,9 @@ import (
 // error naming it, what Seam reads, and how to convert.
 const (
 	FormatSafetensors   Format = "safetensors"
-	FormatHFFolder      Format = "hf-folder"       // a Hugging Face model folder: config.json and weights
-	FormatPyTorch       Format = "pytorch"         // a torch.save zip or pickle (.pt, .pth, pytorch_model.bin)
-	FormatGGML          Format = "ggml"            // GGUF's predecessors: ggml, ggmf, ggjt, ggla
+	FormatHFFolder      Format = "hf-folder" // a Hugging Face model folder: config.json and weights
+	FormatPyTorch       Format = "pytorch"   // a torch.save zip or pickle (.pt, .pth, pytorch_model.bin)
+	FormatGGML          Format = "ggml"      // GGUF's predecessors: ggml, ggmf, ggjt, ggla
 	FormatLlama2cTok    Format = "llama2c-tokenizer"
 	FormatSentencePiece Format = "sentencepiece" // tokenizer.model, a SentencePiece protobuf
 	FormatTokenizerJSON Format = "tokenizer-json"

@@ -53,7 +53,9 @@ func (p *peer) sendError(m wire.Meta, err error) {
 	if p.log != nil {
 		p.log.Debug("sending error frame", "session", m.Session, "peer", p.name, "request", m.Request, "code", wire.CodeOf(err).String(), "err", err)
 	}
-	p.write(func(fr *wire.Framer) error { return fr.WriteError(m, wire.CodeOf(err), wire.TruncateMessage(err.Error())) })
+	p.write(func(fr *wire.Framer) error {
+		return fr.WriteError(m, wire.CodeOf(err), wire.TruncateMessage(err.Error()))
+	})
 }
 
 // sendShutdown tells the peer, on the whole connection, that this stage is

@@ -3,9 +3,9 @@ package stage
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"slices"
 	"sync"
