@@ -11,10 +11,10 @@ import (
 )
 
 func main() {
-	ctx, stop := signals.Context(context.Background())
-	err := newRootCmd().ExecuteContext(ctx)
-	stop()
-	if err != nil {
+	// The handlers stay installed until the process exits: a signal that
+	// arrives after the work is done must not kill it with a default action.
+	ctx, _ := signals.Context(context.Background())
+	if err := newRootCmd().ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "seam:", err)
 		if in := signals.As(err); in != nil {
 			os.Exit(in.ExitCode())

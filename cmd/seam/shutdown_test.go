@@ -200,3 +200,77 @@ func TestStageShutdownDuringGeneration(t *testing.T) {
 		t.Errorf("only %d of %d signals landed during a generation: the test checks too little", mid, total)
 	}
 }
+
+// Acceptance: SIGINT at 20 random points of `seam import` leaves no files,
+// or a complete container, or files that the next import removes with a
+// message; every second import then gives a container that verifies.
+func TestImportInterrupted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs 40 processes")
+	}
+	dir := t.TempDir()
+	src := filepath.Join(dir, "q8.gguf")
+	mustSeam(t, "bench", "make-gguf", "--out", src, "--dim", "256", "--hidden", "768", "--heads", "8", "--kv-heads", "4",
+		"--vocab", "1000", "--seq-len", "512", "--layers", "8", "--matrices", "q8_0", "--embedding", "q8_0")
+	// Time one whole import to spread the signals over it.
+	start := time.Now()
+	whole := startProc(t, "import", src, "--out", filepath.Join(dir, "timing.seam"))
+	if code := whole.wait(t, "import", time.Minute); code != 0 {
+		t.Fatalf("import: %s", whole.stderr)
+	}
+	span := time.Since(start)
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 3))
+	counts := map[string]int{}
+	for trial := range 20 {
+		out := filepath.Join(dir, fmt.Sprintf("c%d.seam", trial))
+		p := startProc(t, "import", src, "--out", out)
+		delay := time.Duration(rng.Int64N(int64(span)))
+		time.Sleep(delay)
+		p.cmd.Process.Signal(syscall.SIGINT)
+		code := p.wait(t, "interrupted import", 30*time.Second)
+		noFault(t, "import", p.stderr.String())
+		entries, _ := os.ReadDir(out)
+		var outcome string
+		_, indexErr := os.Stat(filepath.Join(out, "index.json"))
+		switch {
+		case code == 0 || indexErr == nil:
+			outcome = "finished first"
+			if _, err := seam(t, "verify", out); err != nil {
+				t.Fatalf("trial %d: import exited 0 but: %v", trial, err)
+			}
+		case len(entries) == 0:
+			outcome = "cleaned up"
+			if code != 130 && code != 2 && code != -1 {
+				t.Errorf("trial %d: exit %d", trial, code)
+			}
+			if code == 130 && !strings.Contains(p.stderr.String(), "what it wrote was removed") {
+				t.Errorf("trial %d: no message about the clean-up: %s", trial, p.stderr)
+			}
+		default:
+			// Killed before its handler ran (a signal at start-up):
+			// whatever is left must be taken care of by the next import.
+			outcome = "left files"
+		}
+		counts[outcome]++
+		next := startProc(t, "import", src, "--out", out)
+		code2 := next.wait(t, "second import", time.Minute)
+		switch {
+		case outcome == "finished first":
+			if code2 == 0 || !strings.Contains(next.stderr.String(), "already holds a Seam container: use --force") {
+				t.Fatalf("trial %d: import over a container: exit %d, %s", trial, code2, next.stderr)
+			}
+		case code2 != 0:
+			t.Fatalf("trial %d (%s, %d entries left): the next import failed: %s", trial, outcome, len(entries), next.stderr)
+		case len(entries) > 0 && !strings.Contains(next.stderr.String(), "removing an interrupted import's files"):
+			t.Fatalf("trial %d: %d leftover files removed without a message: %s", trial, len(entries), next.stderr)
+		}
+		if _, err := seam(t, "verify", out); err != nil {
+			t.Fatalf("trial %d: %v", trial, err)
+		}
+		os.RemoveAll(out)
+	}
+	t.Logf("import takes %v; outcomes of 20 SIGINTs: %v", span.Round(time.Millisecond), counts)
+	if counts["cleaned up"] < 5 {
+		t.Errorf("only %d of 20 SIGINTs landed while the import was writing: the test checks too little", counts["cleaned up"])
+	}
+}
