@@ -162,6 +162,10 @@ func (c *Chain) handshake(sc *stageConn) error {
 		if what := sc.first.notSeam(); what != "" {
 			return fmt.Errorf("%s, not the Seam stage protocol: give the address a 'seam serve' listens on", what)
 		}
+		var ne net.Error
+		if len(sc.first.prefix) == 0 && errors.As(err, &ne) && ne.Timeout() {
+			return fmt.Errorf("no handshake reply within %v: is a 'seam serve' listening there? (an HTTP or other server waits silently for its own protocol): %w", c.opts.Timeout, err)
+		}
 		return fmt.Errorf("handshake: %w", err)
 	}
 	if f.Kind == wire.KindError {
