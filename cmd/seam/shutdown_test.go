@@ -211,21 +211,23 @@ func TestImportInterrupted(t *testing.T) {
 	dir := t.TempDir()
 	src := filepath.Join(dir, "q8.gguf")
 	mustSeam(t, "bench", "make-gguf", "--out", src, "--dim", "256", "--hidden", "768", "--heads", "8", "--kv-heads", "4",
-		"--vocab", "1000", "--seq-len", "512", "--layers", "8", "--matrices", "q8_0", "--embedding", "q8_0")
-	// Time one whole import to spread the signals over it.
-	start := time.Now()
-	whole := startProc(t, "import", src, "--out", filepath.Join(dir, "timing.seam"))
+		"--vocab", "1000", "--seq-len", "512", "--layers", "4", "--matrices", "q8_0", "--embedding", "q8_0")
+	// One whole import gives the bytes a container of this model takes; each
+	// trial signals once the folder holds a random share of them (polled
+	// every millisecond), so that the points are spread over the writing
+	// whatever the machine's load.
+	whole := startProc(t, "import", src, "--out", filepath.Join(dir, "whole.seam"))
 	if code := whole.wait(t, "import", time.Minute); code != 0 {
 		t.Fatalf("import: %s", whole.stderr)
 	}
-	span := time.Since(start)
+	total := dirBytes(filepath.Join(dir, "whole.seam"))
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 3))
 	counts := map[string]int{}
 	for trial := range 20 {
 		out := filepath.Join(dir, fmt.Sprintf("c%d.seam", trial))
 		p := startProc(t, "import", src, "--out", out)
-		delay := time.Duration(rng.Int64N(int64(span)))
-		time.Sleep(delay)
+		target := rng.Int64N(total)
+		p.until(func() bool { return dirBytes(out) >= target })
 		p.cmd.Process.Signal(syscall.SIGINT)
 		code := p.wait(t, "interrupted import", 30*time.Second)
 		noFault(t, "import", p.stderr.String())
@@ -269,8 +271,20 @@ func TestImportInterrupted(t *testing.T) {
 		}
 		os.RemoveAll(out)
 	}
-	t.Logf("import takes %v; outcomes of 20 SIGINTs: %v", span.Round(time.Millisecond), counts)
+	t.Logf("a container of %d bytes; outcomes of 20 SIGINTs: %v", total, counts)
 	if counts["cleaned up"] < 5 {
 		t.Errorf("only %d of 20 SIGINTs landed while the import was writing: the test checks too little", counts["cleaned up"])
 	}
+}
+
+// dirBytes is the total size of the files in dir (0 when it is missing).
+func dirBytes(dir string) int64 {
+	entries, _ := os.ReadDir(dir)
+	var n int64
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil {
+			n += info.Size()
+		}
+	}
+	return n
 }
