@@ -174,6 +174,9 @@ func openLlama2c(path string, opts Options) (*Model, error) {
 }
 
 func loadLlama2cTokenizer(path string, vocabSize int) (*tokenizer.Tokenizer, error) {
+	if err := CheckTokenizerFile(path); err != nil {
+		return nil, err
+	}
 	t, err := tokenizer.LoadLlama2c(path, vocabSize)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
