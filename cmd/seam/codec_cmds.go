@@ -21,6 +21,7 @@ func codecCommands() []*cobra.Command {
 		Long: `A boundary codec compresses the hidden states that cross a split boundary
 (docs/codec.md). Make one with 'seam capture' and 'seam fit-codec', attach it
 to a container with 'seam codec add', and measure it with 'seam eval'.`,
+		RunE: groupRun,
 	}
 	group.AddCommand(newCodecAddCmd(), newCodecShowCmd())
 	return []*cobra.Command{newCaptureCmd(), newFitCodecCmd(), group, newEvalCmd()}
