@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -53,7 +54,7 @@ func (f *splitFlags) validate(cmd *cobra.Command) error {
 	}
 	if fl.Changed("stages") {
 		if f.stages == "" {
-			return fmt.Errorf("--stages is empty: give the stage addresses, host:port,host:port,...")
+			return errors.New("--stages is empty: give the stage addresses as host:port,host:port")
 		}
 		for i, addr := range strings.Split(f.stages, ",") {
 			if strings.TrimSpace(addr) == "" {
