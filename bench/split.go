@@ -59,6 +59,9 @@ type SplitOptions struct {
 	DecodeTokens int // greedy decode steps
 	Rounds       int // measured rounds, after one warm-up round
 	Logger       *slog.Logger
+	// Progress, when set, is told after each run how many of the runs
+	// (links x encodings x rounds, warm-up included) are done.
+	Progress func(done, total int)
 }
 
 // SplitRow is one link and encoding's medians.
@@ -96,6 +99,7 @@ func Split(ctx context.Context, m *loader.Model, o SplitOptions) ([]SplitRow, er
 		return nil, fmt.Errorf("--prompt-tokens %d plus --decode-tokens %d do not fit the context of %d", o.PromptTokens, o.DecodeTokens, m.Weights.Config.SeqLen)
 	}
 	var rows []SplitRow
+	done, total := 0, len(o.Links)*len(o.Encodings)*(o.Rounds+1)
 	for _, l := range o.Links {
 		res := map[wire.EncodingID][]splitRun{}
 		for round := 0; round <= o.Rounds; round++ {
@@ -112,6 +116,9 @@ func Split(ctx context.Context, m *loader.Model, o SplitOptions) ([]SplitRow, er
 					"prefill_tok_s", r.prefill, "decode_tok_s", r.decode)
 				if round > 0 {
 					res[enc] = append(res[enc], r)
+				}
+				if done++; o.Progress != nil {
+					o.Progress(done, total)
 				}
 			}
 		}

@@ -26,7 +26,7 @@ and measures prefill tok/s (one prompt of --prompt-tokens) and decode tok/s
 encoding once, in an order that alternates between rounds; the first round is
 a warm-up and is discarded; the table reports the median of the others.
 Bytes per token are the frame (52-byte header plus payload) of one decode step.
-With -v each run is logged as it finishes.`,
+A progress bar shows on a terminal; with -v each run is logged as it finishes.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var err error
@@ -45,7 +45,7 @@ With -v each run is logged as it finishes.`,
 				return err
 			}
 			defer m.Close()
-			o.Logger = slog.Default()
+			o.Logger, o.Progress = slog.Default(), progress(cmd, "bench split")
 			rows, err := bench.Split(cmd.Context(), m, o)
 			if err != nil {
 				return err
