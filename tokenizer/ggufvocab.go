@@ -288,6 +288,22 @@ func newSentencePieceGGUF(v *GGUFVocab, name string) (*SentencePiece, error) {
 	return t, nil
 }
 
+// fimTexts are the infill markers of the families Seam runs, which
+// llama.cpp detects by text and makes control tokens.
+var fimTexts = map[string]bool{
+	"<|fim_prefix|>": true,
+	"<|fim_suffix|>": true,
+	"<|fim_middle|>": true,
+	"<|fim_pad|>":    true,
+	"<|fim_repo|>":   true,
+	"<|repo_name|>":  true,
+	"<|file_sep|>":   true,
+}
+
+// forcedControl reports whether llama.cpp treats a token with text s as a
+// control token whatever its type in the file.
+func forcedControl(s string) bool { return eogTexts[s] || fimTexts[s] }
+
 // eogSet is llama.cpp's end-of-generation set: EOS, EOT, EOM and the tokens
 // whose text says so.
 func eogSet(tokens []string, ids ...int) map[int]bool {
@@ -322,13 +338,6 @@ func newBPEGGUF(v *GGUFVocab, name string) (*BPE, error) {
 		}
 		copy(types, v.Types)
 	}
-	// llama.cpp makes tokens named like end-of-generation markers control
-	// tokens whatever the file says.
-	for id, s := range v.Tokens {
-		if eogTexts[s] {
-			types[id] = TypeControl
-		}
-	}
 	merges := make([][2]string, len(v.Merges))
 	for i, m := range v.Merges {
 		k := strings.IndexByte(m[min(1, len(m)):], ' ') // as llama.cpp: the first space after the first byte
@@ -346,13 +355,21 @@ func newBPEGGUF(v *GGUFVocab, name string) (*BPE, error) {
 		src: Spec{Kind: SpecGGUF, GGUF: v},
 	}
 	for id, ty := range types {
-		if ty == TypeControl || ty == TypeUserDefined || ty == TypeUnknown {
+		if ty == TypeControl || ty == TypeUserDefined || ty == TypeUnknown || forcedControl(v.Tokens[id]) {
 			c.specials = append(c.specials, special{text: v.Tokens[id], id: id})
 		}
 	}
 	t, err := buildBPE(c)
 	if err != nil {
 		return nil, err
+	}
+	// llama.cpp makes tokens named like end-of-generation or infill markers
+	// control tokens whatever the file says: parsed from text, decoded to
+	// nothing. They stay in the merge index, as llama.cpp merges by text.
+	for id, s := range v.Tokens {
+		if forcedControl(s) {
+			t.types[id] = TypeControl
+		}
 	}
 	t.eog = eogSet(v.Tokens, v.EOS, v.EOT, v.EOM)
 	t.addEOS = v.AddEOS

@@ -264,7 +264,10 @@ func parseMerges(raw json.RawMessage) ([][2]string, error) {
 	if isNull(raw) {
 		return nil, nil
 	}
-	body := bytes.TrimLeft(bytes.TrimSpace(raw), "[ \t\r\n")
+	body := bytes.TrimSpace(raw)
+	if len(body) > 0 && body[0] == '[' {
+		body = bytes.TrimSpace(body[1:])
+	}
 	if len(body) > 0 && body[0] == '[' {
 		var pairs [][2]string
 		if err := json.Unmarshal(raw, &pairs); err != nil {

@@ -305,31 +305,58 @@ func (t *SentencePiece) IsEOG(id int) bool { return t.eog[id] }
 // dropped (it is the dummy prefix), and a byte piece becomes its raw byte
 // (possibly one part of a multi-byte UTF-8 character). Control pieces (BOS,
 // EOS, ...) decode to "" so that llama2.c files ("\n<s>\n") and GGUF files
-// ("<s>") agree; ids out of range decode to "".
+// ("<s>") agree; so do unknown pieces of a GGUF vocabulary (as llama.cpp
+// and Hugging Face render them); ids out of range decode to "".
 func (t *SentencePiece) Decode(prev, id int) string {
-	if id < 0 || id >= len(t.pieces) || t.types[id] == TypeControl {
-		return ""
-	}
-	if b := t.byteVal[id]; b >= 0 {
-		return string([]byte{byte(b)})
-	}
-	p := t.pieces[id]
-	if (prev < 0 || prev == t.bos) && !t.noPrefix && strings.HasPrefix(p, " ") {
+	p := t.render(id)
+	if (prev < 0 || prev == t.bos) && !t.noPrefix && strings.HasPrefix(p, " ") && t.byteVal[id] < 0 {
 		p = p[1:]
 	}
 	return p
 }
 
-// DecodeAll decodes a whole sequence as if it followed BOS, so that the
+// render is the text of id with no regard to its position.
+func (t *SentencePiece) render(id int) string {
+	if id < 0 || id >= len(t.pieces) || t.types[id] == TypeControl {
+		return ""
+	}
+	if t.specials != nil && t.types[id] == TypeUnknown {
+		return ""
+	}
+	if b := t.byteVal[id]; b >= 0 {
+		return string([]byte{byte(b)})
+	}
+	return t.pieces[id]
+}
+
+// DecodeAll decodes a whole sequence as the start of a text, so that the
 // dummy-prefix space Encode adds is dropped and DecodeAll(Encode(s, ...)) == s.
 // Byte pieces are assembled as raw bytes, so characters split across byte
-// pieces come out whole.
+// pieces come out whole. A llama2.c vocabulary drops a leading space after
+// every BOS (run.c's rule); a GGUF vocabulary only from the first piece that
+// renders any text (Hugging Face's rule: later pieces keep the space that
+// Encode put after a special token).
 func (t *SentencePiece) DecodeAll(ids []int) string {
 	var sb strings.Builder
-	prev := t.bos
+	if t.specials == nil {
+		prev := t.bos
+		for _, id := range ids {
+			sb.WriteString(t.Decode(prev, id))
+			prev = id
+		}
+		return sb.String()
+	}
+	start := true
 	for _, id := range ids {
-		sb.WriteString(t.Decode(prev, id))
-		prev = id
+		p := t.render(id)
+		if p == "" {
+			continue
+		}
+		if start && !t.noPrefix && p[0] == ' ' && t.byteVal[id] < 0 {
+			p = p[1:]
+		}
+		start = false
+		sb.WriteString(p)
 	}
 	return sb.String()
 }
