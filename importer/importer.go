@@ -15,6 +15,7 @@ import (
 	"github.com/seamlm/seam/mapped"
 	"github.com/seamlm/seam/model"
 	"github.com/seamlm/seam/tensor"
+	"github.com/seamlm/seam/tokenizer"
 )
 
 // Options control an import.
@@ -116,7 +117,11 @@ func writeAll(ctx context.Context, b *container.Builder, m *loader.Model) error 
 		return err
 	}
 	if m.Tokenizer != nil {
-		if err := b.SetTokenizer(m.Tokenizer.Vocab()); err != nil {
+		spec, err := tokenizer.SpecOf(m.Tokenizer)
+		if err != nil {
+			return err
+		}
+		if err := b.SetTokenizerSpec(spec); err != nil {
 			return err
 		}
 	}

@@ -280,22 +280,21 @@ var ErrNotModel = errors.New("not a model Seam loads")
 
 func (e *FormatError) Is(target error) bool { return target == ErrNotModel }
 
-// CheckTokenizerFile refuses, by name, a --tokenizer path whose content is
-// a model or a format no tokenizer loader reads, before a tokenizer parser
-// misreads it.
+// CheckTokenizerFile refuses, by name, a --tokenizer file whose content is
+// a model or a format no tokenizer loader reads, before the llama2.c
+// tokenizer parser misreads it. (GGUF files and tokenizer.json are loaded as
+// vocabularies; see loadLlama2cTokenizer.)
 func CheckTokenizerFile(path string) error {
 	f, err := Detect(path)
 	if err != nil {
 		return fmt.Errorf("tokenizer: %w", err)
 	}
 	switch {
-	case f == FormatGGUF:
-		return fmt.Errorf("%s is a GGUF model, given as --tokenizer: a GGUF's own vocabulary is used when it is the --model; --tokenizer takes a llama2.c tokenizer.bin", path)
+	case f == FormatGGUF, f == FormatTokenizerJSON, f == FormatLlama2cTok, f == FormatUnknown:
+		return nil // a loader reads it, or checks it in detail
 	case f == FormatLlama2c || f == FormatContainer:
-		return fmt.Errorf("%s is a model (%s), given as --tokenizer: give it as --model, and a llama2.c tokenizer.bin as --tokenizer", path, f)
-	case f == FormatLlama2cTok, f == FormatUnknown:
-		return nil // the tokenizer loader checks it in detail
+		return fmt.Errorf("%s is a model (%s), given as --tokenizer: give it as --model; --tokenizer takes a llama2.c tokenizer.bin, a GGUF or a tokenizer.json", path, f)
 	}
 	what, _ := describe(f)
-	return fmt.Errorf("%s is %s, given as --tokenizer, which takes a llama2.c tokenizer.bin", path, what)
+	return fmt.Errorf("%s is %s, given as --tokenizer, which takes a llama2.c tokenizer.bin, a GGUF or a tokenizer.json", path, what)
 }

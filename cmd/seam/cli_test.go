@@ -40,7 +40,7 @@ func TestRunRefusals(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"-n", "1", "Once upon a time"}, "-n/--steps 1: the prompt alone is 5 tokens (BOS included) and steps count its positions, so 1 steps generate nothing: give at least 5"},
+		{[]string{"-n", "1", "Once upon a time"}, "-n/--steps 1: the prompt alone is 5 tokens (BOS included, when the vocabulary adds one) and steps count its positions, so 1 steps generate nothing: give at least 5"},
 		{[]string{"-n", "0", "hi"}, "-n/--steps 0: want at least 1"},
 		{[]string{"--split", "-2", "hi"}, "--split -2: want the number of in-process stages, 1 or more"},
 		{[]string{"--split", "0", "hi"}, "--split 0: want the number of in-process stages"},

@@ -94,7 +94,7 @@ func localSession(modelPath, tokPath string) (*loader.Model, generate.Session, e
 
 // runGeneration streams a generation to stdout and its speeds to stderr,
 // also when Ctrl-C or SIGTERM stops it.
-func runGeneration(cmd *cobra.Command, sess generate.Session, tok *tokenizer.Tokenizer, contextLen int, prompt string, steps int, smp *sample.Sampler) error {
+func runGeneration(cmd *cobra.Command, sess generate.Session, tok tokenizer.Tokenizer, contextLen int, prompt string, steps int, smp *sample.Sampler) error {
 	ctx := cmd.Context()
 	defer sess.Close()
 	out := bufio.NewWriter(cmd.OutOrStdout())
