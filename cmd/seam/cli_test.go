@@ -131,8 +131,7 @@ func TestWrongKindOfFile(t *testing.T) {
 		{[]string{"--model", safetensors}, []string{"is a safetensors file", "Seam reads GGUF files, llama2.c checkpoints", "convert_hf_to_gguf.py"}},
 		{[]string{"--model", random}, []string{"in no format Seam recognises", "Seam reads GGUF files"}},
 		{[]string{"--model", filepath.Join(dir, testmodels.Tok512)}, []string{"is a llama2.c tokenizer", "give it as --tokenizer"}},
-		{[]string{"--model", gg, "--tokenizer", gg}, []string{"is a GGUF model, given as --tokenizer"}},
-		{[]string{"--model", gg, "--tokenizer", filepath.Join(dir, testmodels.Stories260K)}, []string{"is a model (llama2c), given as --tokenizer"}},
+		{[]string{"--model", gg, "--tokenizer", filepath.Join(dir, testmodels.Stories260K)}, []string{"is a model (llama2c), given as --tokenizer: give it as --model"}},
 	} {
 		_, _, err := seamAll(t, append(append([]string{"run"}, c.args...), "hi")...)
 		for _, w := range c.wants {
