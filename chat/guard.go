@@ -35,7 +35,7 @@ const (
 	MaxRefsTimesAmp  = 64        // per tag: variable references x amplification of filters
 	MaxMessages      = 1 << 14
 	MaxContentBytes  = 4 << 20 // all message content together
-	MaxIterations    = 1 << 20 // loop iterations over one rendering
+	MaxIterations    = 1 << 18 // loop iterations over one rendering (about 0.5 s of empty loop)
 	MaxMacroCalls    = 1 << 12 // macro calls over one rendering
 	MaxRange         = 1 << 16 // items from one range()
 	MaxWorkBytes     = 256 << 20

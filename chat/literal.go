@@ -218,7 +218,10 @@ func spans(marked, text string, s, e rune) ([]tokenizer.Span, error) {
 				return nil, fmt.Errorf("content at byte %d of the prompt has lost its start", pos)
 			}
 			if pos > start {
-				if n := len(lit); n > 0 && lit[n-1].End == start {
+				// Join spans separated only by whitespace: such a gap holds no
+				// control token, and one span keeps the content in one piece for
+				// the tokenizer.
+				if n := len(lit); n > 0 && strings.TrimFunc(text[lit[n-1].End:start], isSpace) == "" {
 					lit[n-1].End = pos
 				} else {
 					lit = append(lit, tokenizer.Span{Start: start, End: pos})

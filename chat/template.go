@@ -274,17 +274,27 @@ func (b *budget) rangeFn(args []jinja.Value, _ map[string]jinja.Value) (jinja.Va
 	if step == 0 {
 		return jinja.Undefined(), fmt.Errorf("range: step is zero")
 	}
-	var items []jinja.Value
-	for i := start; (step > 0 && i < stop) || (step < 0 && i > stop); i += step {
-		if len(items) >= MaxRange {
-			return jinja.Undefined(), fmt.Errorf("%w: range of more than %d items", errBudget, MaxRange)
-		}
-		items = append(items, jinja.NewInt(i))
-		if (step > 0 && i > stop-step) || (step < 0 && i < stop-step) {
-			break // the next step would overflow or pass stop
-		}
+	n := rangeLen(start, stop, step)
+	if n > MaxRange {
+		return jinja.Undefined(), fmt.Errorf("%w: range of more than %d items", errBudget, MaxRange)
+	}
+	items := make([]jinja.Value, n)
+	for i := range items {
+		items[i] = jinja.NewInt(start + int64(i)*step)
 	}
 	return jinja.NewList(items), nil
+}
+
+// rangeLen is the number of items of range(start, stop, step), computed in
+// uint64 so that no bound overflows; step is not zero.
+func rangeLen(start, stop, step int64) uint64 {
+	if step > 0 && start < stop {
+		return (uint64(stop)-uint64(start)-1)/uint64(step) + 1
+	}
+	if step < 0 && start > stop {
+		return (uint64(start)-uint64(stop)-1)/(uint64(-(step+1))+1) + 1
+	}
+	return 0
 }
 
 // measure returns about how many bytes v prints as, refusing values nested
