@@ -56,7 +56,7 @@ func (t *Template) attribute(msgs []Message, vars map[string]jinja.Value, text s
 	if !ok {
 		return Rendered{}, fmt.Errorf("%s: %w: no free private-use characters for the marks", t.name, errAttribution)
 	}
-	needles := t.safeNeedles()
+	needles := t.needles
 	marked := make([]Message, len(msgs))
 	for i, m := range msgs {
 		marked[i] = Message{Role: m.Role, Content: mark(m.Content, needles, s, e)}
@@ -92,7 +92,9 @@ func (t *Template) sentinels(msgs []Message, vars map[string]jinja.Value) (s, e 
 			}
 		}
 	}
-	note(t.source)
+	for r := range t.pua {
+		used[r] = true
+	}
 	for _, m := range msgs {
 		note(m.Role)
 		note(m.Content)
@@ -114,17 +116,17 @@ func (t *Template) sentinels(msgs []Message, vars map[string]jinja.Value) (s, e 
 	return free[0], free[1], true
 }
 
-// safeNeedles returns the template's searched-for strings that cannot take
-// part in a control token, longest first.
-func (t *Template) safeNeedles() []string {
+// safeNeedles returns the searched-for strings that cannot take part in a
+// control token, longest first.
+func safeNeedles(needles, specials []string) []string {
 	var out []string
 	seen := map[string]bool{}
-	for _, n := range t.needles {
+	for _, n := range needles {
 		if seen[n] || n == "" {
 			continue
 		}
 		seen[n] = true
-		if !touchesSpecial(n, t.specials) {
+		if !touchesSpecial(n, specials) {
 			out = append(out, n)
 		}
 	}
@@ -146,6 +148,17 @@ func touchesSpecial(n string, specials []string) bool {
 		}
 	}
 	return false
+}
+
+// privateUse returns the private-use characters of s.
+func privateUse(s string) map[rune]bool {
+	m := map[rune]bool{}
+	for _, r := range s {
+		if r >= 0xE000 && r <= 0xF8FF {
+			m[r] = true
+		}
+	}
+	return m
 }
 
 // isSpace covers the whitespace that Python's str.strip, JavaScript's trim

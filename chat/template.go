@@ -14,7 +14,8 @@ type Template struct {
 	name     string // where the template came from, for errors
 	source   string // the Jinja source as the file carries it; "" for Fallback
 	prog     *jinja.Template
-	needles  []string // literals the template searches content for (literal.go)
+	needles  []string      // literals the template searches content for, safe to leave unmarked (literal.go)
+	pua      map[rune]bool // private-use characters of the source (literal.go)
 	bos, eos string
 	specials []string // control-token texts of the vocabulary, longest first
 }
@@ -44,7 +45,7 @@ func New(source string, c Config) (*Template, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: chat template does not parse: %w", t.name, err)
 	}
-	t.prog, t.needles = prog, g.needles
+	t.prog, t.needles, t.pua = prog, safeNeedles(g.needles, t.specials), privateUse(source)
 	return t, nil
 }
 
