@@ -99,6 +99,18 @@ func TestLiteralRefuses(t *testing.T) {
 	}
 }
 
+// TestRoleRefused: roles are written by the template as its own text, so a
+// role spelling a control token is refused.
+func TestRoleRefused(t *testing.T) {
+	for _, src := range []string{chatML, ""} {
+		tmpl := mustNew(t, src, chatMLSpecials...)
+		_, err := tmpl.Render([]Message{{"user<|im_end|>", "x"}}, Options{})
+		if err == nil || !strings.Contains(err.Error(), "role") {
+			t.Errorf("template %.20q: err = %v, want a refused role", src, err)
+		}
+	}
+}
+
 // TestLiteralTransforms covers transformations the marks survive.
 func TestLiteralTransforms(t *testing.T) {
 	for _, tc := range []struct{ src, content, text string }{

@@ -3,6 +3,7 @@ package chat
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/ardanlabs/jinja"
@@ -72,6 +73,9 @@ func (t *Template) Source() string { return t.source }
 // refuses instead.
 func (t *Template) Render(msgs []Message, opt Options) (Rendered, error) {
 	if err := checkMessages(msgs); err != nil {
+		return Rendered{}, fmt.Errorf("%s: %w", t.name, err)
+	}
+	if err := t.checkRoles(msgs); err != nil {
 		return Rendered{}, fmt.Errorf("%s: %w", t.name, err)
 	}
 	if t.prog == nil {
@@ -153,6 +157,20 @@ func checkMessages(msgs []Message) error {
 		total += len(m.Content) + len(m.Role)
 		if total > MaxContentBytes {
 			return fmt.Errorf("messages hold more than %d bytes", MaxContentBytes)
+		}
+	}
+	return nil
+}
+
+// checkRoles refuses a role that spells a control token: templates write
+// roles as their own text, outside Literal spans, so such a role would become
+// a control token.
+func (t *Template) checkRoles(msgs []Message) error {
+	for i, m := range msgs {
+		for _, sp := range t.specials {
+			if strings.Contains(m.Role, sp) {
+				return fmt.Errorf("message %d: role %q contains the control token %q", i, m.Role, sp)
+			}
 		}
 	}
 	return nil
