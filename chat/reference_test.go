@@ -71,11 +71,21 @@ func referenceRender(t *testing.T, source string, cases []refCase, tokDir string
 // TestTemplateParity renders every conversation of testdata with and without
 // the generation prompt, for the real llama3 and qwen3 templates, and
 // requires Seam's text to equal @huggingface/jinja 0.5.11's byte for byte.
+// It then tokenizes each rendering with Seam's tokenizer (control tokens
+// recognised outside the Literal spans) and requires the ids of
+// @lenml/tokenizers' encode(text, {add_special_tokens: false}) for every
+// conversation whose content spells no control token; for the others, that
+// no control token comes from content.
 func TestTemplateParity(t *testing.T) {
 	convs := loadConversations(t)
 	for _, family := range []string{testmodels.Llama3, testmodels.Qwen3} {
 		t.Run(family, func(t *testing.T) {
-			tmpl, err := Load(testmodels.TokenizerDir(t, family))
+			dir := testmodels.TokenizerDir(t, family)
+			tmpl, err := Load(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tok, err := tokenizer.Load(dir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -88,7 +98,8 @@ func TestTemplateParity(t *testing.T) {
 					cases = append(cases, refCase{Messages: c.Messages, AddGenerationPrompt: agp, BOS: tmpl.bos, EOS: tmpl.eos})
 				}
 			}
-			want := referenceRender(t, tmpl.Source(), cases, "")
+			want := referenceRender(t, tmpl.Source(), cases, dir)
+			compared := 0
 			for i, c := range cases {
 				name := convs[i/2].Name
 				if want[i].Text == nil {
@@ -103,8 +114,18 @@ func TestTemplateParity(t *testing.T) {
 				}
 				checkSpansValid(t, name, got)
 				checkNoContentSpecials(t, name, tmpl, c.Messages, got, c.AddGenerationPrompt)
+
+				ids := tok.EncodeWith(got.Text, tokenizer.EncodeOptions{Literal: got.Literal})
+				if convs[i/2].Special {
+					checkNoContentControlIDs(t, name, tok, tmpl, c, ids)
+					continue
+				}
+				if !sameInts(ids, want[i].IDs) {
+					t.Fatalf("%s (generation prompt %v): ids\n got %v\nwant %v", name, c.AddGenerationPrompt, ids, want[i].IDs)
+				}
+				compared++
 			}
-			t.Logf("%s: %d renderings identical to @huggingface/jinja", family, len(cases))
+			t.Logf("%s: %d renderings identical to @huggingface/jinja, %d tokenizations identical to @lenml/tokenizers", family, len(cases), compared)
 		})
 	}
 }
@@ -211,6 +232,53 @@ func TestLlama3Spans(t *testing.T) {
 }
 
 func sameSpans(a, b []tokenizer.Span) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// checkNoContentControlIDs requires as many control-token ids as the same
+// conversation has with the control-token text deleted from its content.
+func checkNoContentControlIDs(t *testing.T, name string, tok tokenizer.Tokenizer, tmpl *Template, c refCase, ids []int) {
+	t.Helper()
+	clean := make([]Message, len(c.Messages))
+	for i, m := range c.Messages {
+		content := m.Content
+		for _, s := range tmpl.specials {
+			content = strings.ReplaceAll(content, s, "")
+		}
+		clean[i] = Message{Role: m.Role, Content: content}
+	}
+	r, err := tmpl.Render(clean, Options{AddGenerationPrompt: c.AddGenerationPrompt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := countControl(tok, tmpl, ids), countControl(tok, tmpl, tok.EncodeWith(r.Text, tokenizer.EncodeOptions{Literal: r.Literal})); got != want {
+		t.Fatalf("%s: %d control tokens, want %d (the template's own)", name, got, want)
+	}
+}
+
+func countControl(tok tokenizer.Tokenizer, tmpl *Template, ids []int) int {
+	special := map[string]bool{}
+	for _, s := range tmpl.specials {
+		special[s] = true
+	}
+	n := 0
+	for _, id := range ids {
+		if special[tok.Piece(id)] {
+			n++
+		}
+	}
+	return n
+}
+
+func sameInts(a, b []int) bool {
 	if len(a) != len(b) {
 		return false
 	}
