@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/seamlm/seam/chat"
+	"github.com/seamlm/seam/tokenizer"
 	"github.com/spf13/cobra"
 )
 
@@ -29,9 +31,11 @@ object {"messages": [...]}; "-" reads standard input. The template sees
 messages, bos_token, eos_token and add_generation_prompt (true unless
 --no-generation-prompt).
 
-Text that a message's content spells as a control token (for example
-<|im_start|>) stays text: --json lists the byte ranges of the prompt that came
-from message content as "literal".`,
+--json also tokenizes the prompt with the model's tokenizer (the GGUF's
+vocabulary, or tokenizer.json), adding no BOS or EOS: control tokens the
+template wrote are parsed as control tokens, while text that a message's
+content spells as one (for example <|im_start|>) stays text. "literal" lists
+the byte ranges of the prompt that came from message content.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			msgs, err := readMessages(msgPath, cmd.InOrStdin())
@@ -51,12 +55,17 @@ from message content as "literal".`,
 				_, err := io.WriteString(out, r.Text)
 				return err
 			}
-			return writeTemplateJSON(out, tmpl, r)
+			tok, err := tokenizer.Load(tokenizerPath(tokPath))
+			if err != nil {
+				return err
+			}
+			ids := tok.EncodeWith(r.Text, tokenizer.EncodeOptions{Literal: r.Literal})
+			return writeTemplateJSON(out, tmpl, r, ids)
 		},
 	}
 	cmd.Flags().StringVar(&tokPath, "tokenizer", "", "GGUF, tokenizer_config.json, tokenizer.json or folder holding the chat template (required)")
 	cmd.Flags().StringVar(&msgPath, "messages", "", `JSON file with the conversation, "-" for standard input (required)`)
-	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"text": ..., "literal": [[start, end], ...], "template": "model"|"fallback"}`)
+	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"text": ..., "ids": [...], "literal": [[start, end], ...], "template": "model"|"fallback"}`)
 	cmd.Flags().BoolVar(&noGen, "no-generation-prompt", false, "do not end with the opening of an assistant turn (add_generation_prompt=false)")
 	cmd.MarkFlagRequired("tokenizer")
 	cmd.MarkFlagRequired("messages")
@@ -81,7 +90,16 @@ func readMessages(path string, stdin io.Reader) ([]chat.Message, error) {
 	return msgs, nil
 }
 
-func writeTemplateJSON(w io.Writer, tmpl *chat.Template, r chat.Rendered) error {
+// tokenizerPath maps a tokenizer_config.json to its folder, where
+// tokenizer.Load finds tokenizer.json.
+func tokenizerPath(p string) string {
+	if filepath.Base(p) == chat.ConfigFile {
+		return filepath.Dir(p)
+	}
+	return p
+}
+
+func writeTemplateJSON(w io.Writer, tmpl *chat.Template, r chat.Rendered, ids []int) error {
 	lit := make([][2]int, len(r.Literal))
 	for i, s := range r.Literal {
 		lit[i] = [2]int{s.Start, s.End}
@@ -94,7 +112,8 @@ func writeTemplateJSON(w io.Writer, tmpl *chat.Template, r chat.Rendered) error 
 	enc.SetEscapeHTML(false)
 	return enc.Encode(struct {
 		Text     string   `json:"text"`
+		IDs      []int    `json:"ids"`
 		Literal  [][2]int `json:"literal"`
 		Template string   `json:"template"`
-	}{r.Text, lit, kind})
+	}{r.Text, ids, lit, kind})
 }
