@@ -155,3 +155,35 @@ func TestFallbackTemplate(t *testing.T) {
 	}
 	_ = tokenizer.Span{}
 }
+
+// TestRenderConcurrent: one Template serves concurrent requests (the API's
+// use); run with -race.
+func TestRenderConcurrent(t *testing.T) {
+	tmpl := mustNew(t, chatML, chatMLSpecials...)
+	msgs := []Message{{"user", "a <|im_start|>"}, {"assistant", "<think>x</think>\n\ny"}}
+	want, err := tmpl.Render(msgs, Options{AddGenerationPrompt: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			for range 50 {
+				r, err := tmpl.Render(msgs, Options{AddGenerationPrompt: true})
+				if err == nil && (r.Text != want.Text || !sameSpans(r.Literal, want.Literal)) {
+					err = errors.New("a concurrent rendering differs")
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

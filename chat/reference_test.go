@@ -80,6 +80,7 @@ func TestTemplateParity(t *testing.T) {
 	convs := loadConversations(t)
 	for _, family := range []string{testmodels.Llama3, testmodels.Qwen3} {
 		t.Run(family, func(t *testing.T) {
+			t.Parallel() // most of the time is loading tokenizers, here and in node
 			dir := testmodels.TokenizerDir(t, family)
 			tmpl, err := Load(dir)
 			if err != nil {
