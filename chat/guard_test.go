@@ -90,7 +90,7 @@ func TestGuardKeepsSemantics(t *testing.T) {
 			t.Fatalf("%q: %v", tc.src, err)
 		}
 		r, err := tmpl.Render(msgs, Options{})
-		if err != nil && !errors.Is(err, errAttribution) {
+		if err != nil && !errors.Is(err, ErrAttribution) {
 			t.Fatalf("%q: %v", tc.src, err)
 		}
 		text, _ := tmpl.execute(msgs, tmpl.variables(Options{}))

@@ -44,7 +44,9 @@ import (
 // The sentinels are two private-use characters that occur nowhere in the
 // template, the messages or the BOS and EOS text, so content cannot forge them.
 
-var errAttribution = errors.New("cannot tell which parts of the prompt came from message content")
+// ErrAttribution is wrapped by Render's refusal when it cannot tell which
+// bytes of a prompt came from message content.
+var ErrAttribution = errors.New("cannot tell which parts of the prompt came from message content")
 
 // attribute renders the marked conversation and derives the Literal spans of
 // text, the prompt rendered from the same messages and variables.
@@ -54,7 +56,7 @@ func (t *Template) attribute(msgs []Message, vars map[string]jinja.Value, text s
 	}
 	s, e, ok := t.sentinels(msgs, vars)
 	if !ok {
-		return Rendered{}, fmt.Errorf("%s: %w: no free private-use characters for the marks", t.name, errAttribution)
+		return Rendered{}, fmt.Errorf("%s: %w: no free private-use characters for the marks", t.name, ErrAttribution)
 	}
 	needles := t.needles
 	marked := make([]Message, len(msgs))
@@ -63,11 +65,11 @@ func (t *Template) attribute(msgs []Message, vars map[string]jinja.Value, text s
 	}
 	mtext, err := t.execute(marked, vars)
 	if err != nil {
-		return Rendered{}, fmt.Errorf("%w (while marking content: %w)", errAttribution, err)
+		return Rendered{}, fmt.Errorf("%w (while marking content: %w)", ErrAttribution, err)
 	}
 	lit, err := spans(mtext, text, s, e)
 	if err != nil {
-		return Rendered{}, fmt.Errorf("%s: %w: %w", t.name, errAttribution, err)
+		return Rendered{}, fmt.Errorf("%s: %w: %w", t.name, ErrAttribution, err)
 	}
 	return Rendered{Text: text, Literal: lit}, nil
 }

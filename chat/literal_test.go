@@ -93,7 +93,7 @@ func TestLiteralRefuses(t *testing.T) {
 	} {
 		tmpl := mustNew(t, src, chatMLSpecials...)
 		_, err := tmpl.Render([]Message{{"user", "abc"}}, Options{})
-		if !errors.Is(err, errAttribution) {
+		if !errors.Is(err, ErrAttribution) {
 			t.Errorf("template %s: err = %v, want a refusal to attribute", src, err)
 		}
 	}

@@ -183,7 +183,9 @@ type budget struct {
 	work, output           int
 }
 
-var errBudget = errors.New("chat template exceeds a resource limit")
+// ErrBudget is wrapped by errors of a rendering that exceeds a resource
+// limit (loop iterations, macro calls, value or output size).
+var ErrBudget = errors.New("chat template exceeds a resource limit")
 
 func (b *budget) install(data map[string]jinja.Value) {
 	data[hookPrefix+"iter"] = jinja.NewCallable(hookPrefix+"iter", b.iter)
@@ -216,7 +218,7 @@ func (b *budget) iter(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value
 		n = utf8.RuneCountInString(v.AsString())
 	}
 	if b.iterations += n; b.iterations > MaxIterations {
-		return jinja.Undefined(), fmt.Errorf("%w: more than %d loop iterations", errBudget, MaxIterations)
+		return jinja.Undefined(), fmt.Errorf("%w: more than %d loop iterations", ErrBudget, MaxIterations)
 	}
 	return v, nil
 }
@@ -238,10 +240,10 @@ func (b *budget) cap(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value,
 		return jinja.Undefined(), err
 	}
 	if n > maxValueBytes {
-		return jinja.Undefined(), fmt.Errorf("%w: a value of %d bytes, more than %d", errBudget, n, maxValueBytes)
+		return jinja.Undefined(), fmt.Errorf("%w: a value of %d bytes, more than %d", ErrBudget, n, maxValueBytes)
 	}
 	if b.work += n; b.work > MaxWorkBytes {
-		return jinja.Undefined(), fmt.Errorf("%w: more than %d bytes of values built", errBudget, MaxWorkBytes)
+		return jinja.Undefined(), fmt.Errorf("%w: more than %d bytes of values built", ErrBudget, MaxWorkBytes)
 	}
 	return v, nil
 }
@@ -259,7 +261,7 @@ func (b *budget) out(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value,
 	b.output += n
 	b.work += n
 	if b.output > MaxOutputBytes || b.work > MaxWorkBytes {
-		return jinja.Undefined(), fmt.Errorf("%w: more than %d bytes of output", errBudget, MaxOutputBytes)
+		return jinja.Undefined(), fmt.Errorf("%w: more than %d bytes of output", ErrBudget, MaxOutputBytes)
 	}
 	return v, nil
 }
@@ -267,7 +269,7 @@ func (b *budget) out(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value,
 // enter counts a macro call.
 func (b *budget) enter([]jinja.Value, map[string]jinja.Value) (jinja.Value, error) {
 	if b.macroCalls++; b.macroCalls > MaxMacroCalls {
-		return jinja.Undefined(), fmt.Errorf("%w: more than %d macro calls", errBudget, MaxMacroCalls)
+		return jinja.Undefined(), fmt.Errorf("%w: more than %d macro calls", ErrBudget, MaxMacroCalls)
 	}
 	return jinja.NewString(""), nil
 }
@@ -295,7 +297,7 @@ func (b *budget) rangeFn(args []jinja.Value, _ map[string]jinja.Value) (jinja.Va
 	}
 	n := rangeLen(start, stop, step)
 	if n > MaxRange {
-		return jinja.Undefined(), fmt.Errorf("%w: range of more than %d items", errBudget, MaxRange)
+		return jinja.Undefined(), fmt.Errorf("%w: range of more than %d items", ErrBudget, MaxRange)
 	}
 	items := make([]jinja.Value, n)
 	for i := range items {
@@ -321,7 +323,7 @@ func rangeLen(start, stop, step int64) uint64 {
 // values that contain that dict.
 func measure(v jinja.Value, into *jinja.Dict, depth int) (int, error) {
 	if depth > maxValueDepth {
-		return 0, fmt.Errorf("%w: a value nested more than %d deep", errBudget, maxValueDepth)
+		return 0, fmt.Errorf("%w: a value nested more than %d deep", ErrBudget, maxValueDepth)
 	}
 	switch {
 	case v.IsString():
