@@ -11,7 +11,7 @@ import (
 // and the identity, but no weights.
 type Head struct {
 	Config    model.Config
-	Tokenizer *tokenizer.Tokenizer
+	Tokenizer tokenizer.Tokenizer
 	Identity  [32]byte
 	Codecs    map[int]*codec.Codec // a container's boundary codecs, by boundary layer
 }
@@ -22,6 +22,9 @@ func OpenHead(path string, opts Options) (*Head, error) {
 	format, err := Detect(path)
 	if err != nil {
 		return nil, err
+	}
+	if !format.IsModel() {
+		return nil, formatError(path, format)
 	}
 	if format == FormatContainer {
 		c, err := container.Open(path)
