@@ -16,11 +16,12 @@ import (
 
 // GGUFOptions chooses what a synthetic GGUF file holds.
 type GGUFOptions struct {
-	// Matrices is the type of each layer's seven matrices: Q8_0, F16 or F32.
+	// Matrices is the type of each layer's seven matrices: Q8_0, Q4_0, F16
+	// or F32.
 	// The zero value (tensor.Invalid) means Q8_0.
 	Matrices tensor.DType
 	// Embedding is the type of the token embedding and of the untied
-	// classifier: F16, Q8_0 or F32. The zero value means F16.
+	// classifier: F16, Q8_0, Q4_0 or F32. The zero value means F16.
 	Embedding tensor.DType
 	// Seed selects the random weights; the same seed gives the same bytes.
 	Seed uint64
@@ -38,8 +39,8 @@ func (o GGUFOptions) types() (matrices, embedding tensor.DType, err error) {
 		embedding = tensor.F16
 	}
 	for _, d := range []tensor.DType{matrices, embedding} {
-		if d != tensor.Q8_0 && d != tensor.F16 && d != tensor.F32 {
-			return 0, 0, fmt.Errorf("synthetic gguf: dtype %s is not one of q8_0, f16, f32", d)
+		if d != tensor.Q8_0 && d != tensor.Q4_0 && d != tensor.F16 && d != tensor.F32 {
+			return 0, 0, fmt.Errorf("synthetic gguf: dtype %s is not one of q8_0, q4_0, f16, f32", d)
 		}
 	}
 	return matrices, embedding, nil
@@ -303,6 +304,9 @@ func (g *generator) filler(t GGUFTensor) (func([]byte), error) {
 			return nil, fmt.Errorf("q8_0 scale %g for standard deviation %g is not a finite nonzero f16", t.std/q80ValueStd, t.std)
 		}
 		return func(b []byte) { g.fillQ80(b, d) }, nil
+	case tensor.Q4_0:
+		d := half.FromF32(float32(t.std / q40ValueStd))
+		return func(b []byte) { g.fillQ40(b, d) }, nil
 	}
 	return nil, fmt.Errorf("no generator for dtype %s", t.Type)
 }

@@ -322,7 +322,7 @@ func TestRefusals(t *testing.T) {
 	}{
 		"hidden not whole q8_0 blocks": {notBlocks, GGUFOptions{}},
 		"bf16 matrices":                {tinyShape(), GGUFOptions{Matrices: tensor.BF16}},
-		"q4_0 embedding":               {tinyShape(), GGUFOptions{Embedding: tensor.Q4_0}},
+		"q6_k embedding":               {tinyShape(), GGUFOptions{Embedding: tensor.Q6_K}},
 		"vocabulary too small":         {smallVocab, GGUFOptions{}},
 		"invalid config":               {model.Config{}, GGUFOptions{}},
 	} {
