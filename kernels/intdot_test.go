@@ -167,7 +167,7 @@ func levelsCovered(t *testing.T, f func(level int)) {
 			names[len(names)-1] += " (integer kernels: avx2, no VNNI)"
 		}
 	}
-	t.Logf("SIMD levels covered: %s (this CPU's best: %s)", strings.Join(names, ", "), SIMD())
+	t.Logf("SIMD levels covered: %s (default level: %s)", strings.Join(names, ", "), SIMD())
 	requireSIMD(t)
 }
 

@@ -20,8 +20,10 @@ var (
 	hasVNNI   = hasAVX512 && cpu.X86.HasAVX512VNNI
 )
 
-// maxLevel is the best level this CPU runs.
-var maxLevel = func() int {
+// maxLevel is the best level this process may run: the CPU's, capped by
+// SEAM_SIMD. Tests cover every level up to it, so SEAM_SIMD=avx2 makes an
+// AVX-512 machine behave, tests included, as one without AVX-512.
+var maxLevel = capLevel(func() int {
 	switch {
 	case hasAVX512:
 		return simdAVX512
@@ -29,9 +31,10 @@ var maxLevel = func() int {
 		return simdAVX2
 	}
 	return simdNone
-}()
+}(), os.Getenv(SIMDEnv))
 
-var simdLevel = capLevel(maxLevel, os.Getenv(SIMDEnv))
+// simdLevel is the level in use; tests lower it to compare the paths.
+var simdLevel = maxLevel
 
 // Each kernel returns steps 1-4 of the canonical dot product (see dot.go):
 // the f32/f16/bf16 ones over n values, n a multiple of 8; the quantized ones

@@ -2,11 +2,15 @@
 
 package kernels
 
-import "github.com/seamlm/seam/tensor"
+import (
+	"os"
+
+	"github.com/seamlm/seam/tensor"
+)
 
 // No SIMD kernels on this platform or build: the pure-Go code computes the
 // same orders.
-var maxLevel = simdNone
+var maxLevel = capLevel(simdNone, os.Getenv(SIMDEnv)) // refuses a bad SEAM_SIMD here too
 
 var simdLevel = simdNone
 
