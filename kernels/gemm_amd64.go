@@ -11,6 +11,11 @@ import "unsafe"
 //go:noescape
 func gemmF32AVX512(w *float32, n int, x *float32, xStride int, out *[gemmGroup]float32)
 
+// gemmF32AVX2 is gemmF32AVX512 for AVX2.
+//
+//go:noescape
+func gemmF32AVX2(w *float32, n int, x *float32, xStride int, out *[gemmGroup]float32)
+
 // gemmI8VNNI sets out[t] to steps 1-3 of the integer-dot order for one
 // unpacked row (u, wf) against vector t of a packed group (see gemmPacked).
 //
@@ -24,14 +29,18 @@ func gemmI8VNNI(u *byte, wf *float32, npairs int, xp *byte, out *[gemmGroup]floa
 //go:noescape
 func q4kMinsAVX2(m *float32, nsb int, d, bs *float32, stride int, out *[gemmGroup]float32)
 
-func gemmF32OK() bool { return simdLevel >= simdAVX512 }
+func gemmF32OK() bool { return simdLevel >= simdAVX2 }
 func gemmIntOK() bool { return intLevel() >= simdAVX512 }
 
 // gemmF32 needs len(row) == cols and 8 vectors of cols in x.
 func gemmF32(row, x []float32, cols int, out *[gemmGroup]float32) {
 	_ = x[gemmGroup*cols-1]
 	_ = row[cols-1]
-	gemmF32AVX512(&row[0], cols, &x[0], 4*cols, out)
+	if simdLevel >= simdAVX512 {
+		gemmF32AVX512(&row[0], cols, &x[0], 4*cols, out)
+		return
+	}
+	gemmF32AVX2(&row[0], cols, &x[0], 4*cols, out)
 }
 
 // gemmInt needs npairs*64 bytes of u, npairs*16 factors and a whole packed
