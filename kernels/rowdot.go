@@ -42,6 +42,9 @@ var scratchPool sync.Pool // of *[]float32
 
 // rows sets out[r] for r in [r0, r1).
 func (k *rowDotter) rows(out, x []float32, r0, r1 int, scratch *[]float32) {
+	if k.w.Type == tensor.F32 && f32RowsSIMD(k.w, r0, r1, x, out[r0:r1]) {
+		return
+	}
 	var s []float32
 	if scratch != nil {
 		s = *scratch

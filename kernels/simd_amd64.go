@@ -239,3 +239,29 @@ func expSIMD(dst, src []float32, negate bool) int {
 	expAVX2(&dst[0], &src[0], n4, negate)
 	return n4
 }
+
+//go:noescape
+func f32RowsAVX512(w unsafe.Pointer, stride, rows int, x *float32, n int, out *float32)
+
+//go:noescape
+func f32RowsAVX2(w unsafe.Pointer, stride, rows int, x *float32, n int, out *float32)
+
+// f32RowsSIMD sets out[r-r0] to the dot product of row r of the f32 tensor
+// w with x for r in [r0, r1), reporting false (and doing nothing) when
+// there is no SIMD or len(x) is not a multiple of 8 (the tail would need
+// step 5 of the canonical order).
+func f32RowsSIMD(w *tensor.Tensor, r0, r1 int, x, out []float32) bool {
+	if simdLevel == simdNone || len(x)%8 != 0 || r0 >= r1 {
+		return false
+	}
+	rb := w.RowBytes()
+	_ = w.Data[r1*rb-1]
+	_ = out[r1-r0-1]
+	p := unsafe.Pointer(&w.Data[r0*rb])
+	if simdLevel >= simdAVX512 {
+		f32RowsAVX512(p, rb, r1-r0, &x[0], len(x), &out[0])
+	} else {
+		f32RowsAVX2(p, rb, r1-r0, &x[0], len(x), &out[0])
+	}
+	return true
+}

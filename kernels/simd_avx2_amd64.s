@@ -571,3 +571,61 @@ axpyloop:
 axpydone:
 	VZEROUPPER
 	RET
+
+// func f32RowsAVX2(w unsafe.Pointer, stride, rows int, x *float32, n int, out *float32)
+// out[r] = dotF32AVX2(w + r*stride, x, n) for r < rows.
+TEXT ·f32RowsAVX2(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), R8
+	MOVQ rows+16(FP), R9
+	MOVQ out+40(FP), R10
+	TESTQ R9, R9
+	JZ    rowsdone
+
+rowsrow:
+	MOVQ R8, SI
+	MOVQ x+24(FP), DI
+	MOVQ n+32(FP), CX
+	ZERO4
+	MOVQ CX, DX
+	SHRQ $5, DX
+	JZ   rowsfold
+
+rowsloop:
+	VMOVUPS (SI), Y4
+	DOTSTEP(Y4, 0, Y0)
+	VMOVUPS 32(SI), Y5
+	DOTSTEP(Y5, 32, Y1)
+	VMOVUPS 64(SI), Y6
+	DOTSTEP(Y6, 64, Y2)
+	VMOVUPS 96(SI), Y7
+	DOTSTEP(Y7, 96, Y3)
+	ADDQ $128, SI
+	ADDQ $128, DI
+	DECQ DX
+	JNZ  rowsloop
+
+rowsfold:
+	FOLD32TO8
+	ANDQ $31, CX
+	SHRQ $3, CX
+	JZ   rowssum
+
+rowsloop8:
+	VMOVUPS (SI), Y4
+	DOTSTEP(Y4, 0, Y0)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ  rowsloop8
+
+rowssum:
+	HSUM8
+	VMOVSS X0, (R10)
+	ADDQ   $4, R10
+	ADDQ   stride+8(FP), R8
+	DECQ   R9
+	JNZ    rowsrow
+
+rowsdone:
+	VZEROUPPER
+	RET

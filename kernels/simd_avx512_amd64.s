@@ -442,3 +442,58 @@ q8gsum:
 	VZEROUPPER
 	MOVSS X0, ret+40(FP)
 	RET
+
+// func f32RowsAVX512(w unsafe.Pointer, stride, rows int, x *float32, n int, out *float32)
+// out[r] = dotF32AVX512(w + r*stride, x, n) for r < rows: the same code, one
+// call for a run of rows.
+TEXT ·f32RowsAVX512(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), R8
+	MOVQ rows+16(FP), R9
+	MOVQ out+40(FP), R10
+	TESTQ R9, R9
+	JZ    rowsdone
+
+rowsrow:
+	MOVQ R8, SI
+	MOVQ x+24(FP), DI
+	MOVQ n+32(FP), CX
+	ZERO2
+	MOVQ CX, DX
+	SHRQ $5, DX
+	JZ   rowsfold
+
+rowsloop:
+	VMOVUPS (SI), Z4
+	ZSTEP(Z4, 0, Z0)
+	VMOVUPS 64(SI), Z5
+	ZSTEP(Z5, 64, Z1)
+	ADDQ $128, SI
+	ADDQ $128, DI
+	DECQ DX
+	JNZ  rowsloop
+
+rowsfold:
+	FOLD_TO8
+	ANDQ $31, CX
+	SHRQ $3, CX
+	JZ   rowssum
+
+rowsloop8:
+	VMOVUPS (SI), Y4
+	YSTEP8(Y4)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ  rowsloop8
+
+rowssum:
+	HSUM8_512
+	VMOVSS X0, (R10)
+	ADDQ   $4, R10
+	ADDQ   stride+8(FP), R8
+	DECQ   R9
+	JNZ    rowsrow
+
+rowsdone:
+	VZEROUPPER
+	RET
