@@ -94,7 +94,7 @@ func intRowsSIMD(w *tensor.Tensor, r0, r1 int, a *actQ, t int, out []float32) bo
 			q6kRowsAVX2(p, rb, n, &v, o)
 		}
 	case tensor.Q8G:
-		if avx512 {
+		if avx512 && v.spg%2 == 0 {
 			q8gRowsVNNI(p, rb, n, &v, o)
 		} else {
 			q8gRowsAVX2(p, rb, n, &v, o)

@@ -276,7 +276,7 @@ func TestIntDotOrder(t *testing.T) {
 				if cols%typ.BlockElems() != 0 {
 					continue
 				}
-				for _, gs := range []int{32, 64, 96} {
+				for _, gs := range []int{32, 64, 96, 128} {
 					if typ != tensor.Q8G && gs != 32 || typ == tensor.Q8G && cols%gs != 0 {
 						continue
 					}

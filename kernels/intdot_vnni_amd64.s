@@ -405,7 +405,72 @@ q6kdone:
 	VZEROUPPER
 	RET
 
+// Q8GPAIR: blocks b, b+1 (64 int8 at boff(BX)) of a Q8G row whose groups
+// hold an even number of blocks, so both blocks share the scale at (AX).
+// Signed times signed as for Q8_0.
+#define Q8GPAIR(boff, xoff, doff, ACC) \
+	VMOVDQU64    (boff)(BX), Z8; \
+	VPXORD       Z31, Z8, Z8; \
+	VPSLLD       $7, (xoff)(R13), Z4; \
+	VPDPBUSD     (xoff)(DI), Z8, Z4; \
+	VBROADCASTSS (AX), Z6; \
+	VBROADCASTSS (doff)(DX), Z7; \
+	VBROADCASTSS (doff+4)(DX), K2, Z7; \
+	VMULPS       Z7, Z6, Z6; \
+	PAIR_ACC(ACC)
+
 // func q8gRowsVNNI(w unsafe.Pointer, stride, rows int, x *actView, out *float32)
-// Q8G is bound by memory, not arithmetic: the AVX2 kernel serves.
+// Q8G rows of whole groups of spg blocks, spg even (the caller checks); the
+// group scales of row r are at x.sc + r*x.scRow. R14 = spg/2 pairs per
+// group, R8 counts the pairs left in the current group, AX its scale.
 TEXT ·q8gRowsVNNI(SB), NOSPLIT, $0-40
-	JMP ·q8gRowsAVX2(SB)
+	ROWS_ARGS
+	CONSTS
+	MOVQ  32(R11), R9
+	MOVQ  48(R11), R14
+	SHRQ  $1, R14
+	TESTQ R10, R10
+	JZ    q8gdone
+
+q8grow:
+	ROW_SETUP
+	MOVQ 56(R11), R13
+	ZERO2
+	MOVQ R9, AX
+	MOVQ R14, R8
+	SHRQ $1, CX // pairs
+
+q8gloop:
+	Q8GPAIR(0, 0, 0, Z0)
+	DECQ R8
+	JNZ  q8gsame1
+	ADDQ $4, AX
+	MOVQ R14, R8
+
+q8gsame1:
+	DECQ CX
+	JZ   q8gfold
+	Q8GPAIR(64, 64, 8, Z1)
+	DECQ R8
+	JNZ  q8gsame2
+	ADDQ $4, AX
+	MOVQ R14, R8
+
+q8gsame2:
+	ADDQ $128, BX
+	ADDQ $128, DI
+	ADDQ $16, DX
+	ADDQ $128, R13
+	DECQ CX
+	JNZ  q8gloop
+
+q8gfold:
+	FOLD512
+	HSUM8
+	ADDQ 40(R11), R9
+	ROW_NEXT
+	JNZ  q8grow
+
+q8gdone:
+	VZEROUPPER
+	RET
