@@ -265,3 +265,33 @@ func f32RowsSIMD(w *tensor.Tensor, r0, r1 int, x, out []float32) bool {
 	}
 	return true
 }
+
+//go:noescape
+func axpyRowsAVX2(y *float32, n int, a *float32, x *float32, stride, rows int)
+
+// dotRowsSIMD is DotRows with the f32 row kernels, reporting false when
+// there are none or len(x) is not a multiple of 8.
+func dotRowsSIMD(out, x, m []float32, stride int) bool {
+	if simdLevel == simdNone || len(x)%8 != 0 || len(x) == 0 || len(out) == 0 {
+		return false
+	}
+	_ = m[(len(out)-1)*stride+len(x)-1]
+	p := unsafe.Pointer(&m[0])
+	if simdLevel >= simdAVX512 {
+		f32RowsAVX512(p, 4*stride, len(out), &x[0], len(x), &out[0])
+	} else {
+		f32RowsAVX2(p, 4*stride, len(out), &x[0], len(x), &out[0])
+	}
+	return true
+}
+
+// axpyRowsSIMD is AxpyRows in AVX2, reporting false when len(y) is not a
+// multiple of 8.
+func axpyRowsSIMD(y, a, m []float32, stride int) bool {
+	if simdLevel == simdNone || len(y)%8 != 0 || len(y) == 0 || len(a) == 0 {
+		return false
+	}
+	_ = m[(len(a)-1)*stride+len(y)-1]
+	axpyRowsAVX2(&y[0], len(y), &a[0], &m[0], 4*stride, len(a))
+	return true
+}

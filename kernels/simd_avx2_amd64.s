@@ -629,3 +629,80 @@ rowssum:
 rowsdone:
 	VZEROUPPER
 	RET
+
+// func axpyRowsAVX2(y *float32, n int, a *float32, x *float32, stride, rows int)
+// For r = 0 .. rows-1 in order: y[i] += round(a[r] * x[r*stride/4 + i]),
+// i < n, n a multiple of 8; y is held in registers, 32 columns at a time
+// (4 independent sums), then 8 at a time.
+TEXT ·axpyRowsAVX2(SB), NOSPLIT, $0-48
+	MOVQ y+0(FP), DI
+	MOVQ n+8(FP), CX
+	MOVQ stride+32(FP), BX
+
+arows32:
+	CMPQ    CX, $32
+	JB      arows8
+	VMOVUPS (DI), Y0
+	VMOVUPS 32(DI), Y1
+	VMOVUPS 64(DI), Y2
+	VMOVUPS 96(DI), Y3
+	MOVQ    a+16(FP), SI
+	MOVQ    x+24(FP), R8
+	MOVQ    rows+40(FP), R9
+	TESTQ   R9, R9
+	JZ      arows32store
+
+arows32row:
+	VBROADCASTSS (SI), Y4
+	VMULPS       (R8), Y4, Y5
+	VADDPS       Y5, Y0, Y0
+	VMULPS       32(R8), Y4, Y6
+	VADDPS       Y6, Y1, Y1
+	VMULPS       64(R8), Y4, Y7
+	VADDPS       Y7, Y2, Y2
+	VMULPS       96(R8), Y4, Y8
+	VADDPS       Y8, Y3, Y3
+	ADDQ         $4, SI
+	ADDQ         BX, R8
+	DECQ         R9
+	JNZ          arows32row
+
+arows32store:
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	ADDQ    $128, DI
+	ADDQ    $128, x+24(FP)
+	SUBQ    $32, CX
+	JMP     arows32
+
+arows8:
+	CMPQ    CX, $8
+	JB      arowsdone
+	VMOVUPS (DI), Y0
+	MOVQ    a+16(FP), SI
+	MOVQ    x+24(FP), R8
+	MOVQ    rows+40(FP), R9
+	TESTQ   R9, R9
+	JZ      arows8store
+
+arows8row:
+	VBROADCASTSS (SI), Y4
+	VMULPS       (R8), Y4, Y5
+	VADDPS       Y5, Y0, Y0
+	ADDQ         $4, SI
+	ADDQ         BX, R8
+	DECQ         R9
+	JNZ          arows8row
+
+arows8store:
+	VMOVUPS Y0, (DI)
+	ADDQ    $32, DI
+	ADDQ    $32, x+24(FP)
+	SUBQ    $8, CX
+	JMP     arows8
+
+arowsdone:
+	VZEROUPPER
+	RET

@@ -118,3 +118,34 @@ var expCoeffs = [...]float64{
 	1.0 / 479001600, 1.0 / 39916800, 1.0 / 3628800, 1.0 / 362880, 1.0 / 40320,
 	1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 1.0 / 2, 1, 1,
 }
+
+// DotRows sets out[r] = Dot(x, m[r*stride : r*stride+len(x)]) for every r <
+// len(out): the dot products of x with rows of a matrix whose rows start
+// stride values apart (attention scores against a KV cache), the same bits
+// as that many calls of Dot. It panics when m is too short.
+func DotRows(out, x, m []float32, stride int) {
+	if len(out) > 0 && (stride < len(x) || len(m) < (len(out)-1)*stride+len(x)) {
+		panic(fmt.Sprintf("kernels.DotRows: %d rows of %d at stride %d do not fit in %d values", len(out), len(x), stride, len(m)))
+	}
+	if dotRowsSIMD(out, x, m, stride) {
+		return
+	}
+	for r := range out {
+		out[r] = Dot(x, m[r*stride:r*stride+len(x)])
+	}
+}
+
+// AxpyRows does Axpy(y, a[r], m[r*stride : r*stride+len(y)]) for r = 0, 1,
+// ... len(a)-1 in that order (attention's weighted sum of values): the same
+// bits as those calls. It panics when m is too short.
+func AxpyRows(y, a, m []float32, stride int) {
+	if len(a) > 0 && (stride < len(y) || len(m) < (len(a)-1)*stride+len(y)) {
+		panic(fmt.Sprintf("kernels.AxpyRows: %d rows of %d at stride %d do not fit in %d values", len(a), len(y), stride, len(m)))
+	}
+	if axpyRowsSIMD(y, a, m, stride) {
+		return
+	}
+	for r, v := range a {
+		Axpy(y, v, m[r*stride:r*stride+len(y)])
+	}
+}

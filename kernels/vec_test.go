@@ -214,3 +214,36 @@ func TestExpSIMDMatchesGo(t *testing.T) {
 		}
 	})
 }
+
+// DotRows and AxpyRows give the bits of the Dot and Axpy calls they stand
+// for, at every level, for widths with and without a SIMD tail.
+func TestRowsOpsMatchCalls(t *testing.T) {
+	rng := rand.New(rand.NewPCG(72, 72))
+	levelsCovered(t, func(level int) {
+		for _, n := range []int{8, 24, 40, 64, 72, 128, 13} {
+			for _, rows := range []int{1, 2, 7, 33} {
+				stride := n + rng.IntN(3)*8
+				m := randVec(rng, (rows-1)*stride+n)
+				x, a := randVec(rng, n), randVec(rng, rows)
+				got := make([]float32, rows)
+				DotRows(got, x, m, stride)
+				y, want := randVec(rng, n), []float32(nil)
+				want = append(want, y...)
+				AxpyRows(y, a, m, stride)
+				for r := range rows {
+					if d := Dot(x, m[r*stride:r*stride+n]); !sameBits(got[r], d) {
+						t.Fatalf("level %s n %d row %d: DotRows %v, Dot %v", levelNames[level], n, r, got[r], d)
+					}
+					Axpy(want, a[r], m[r*stride:r*stride+n])
+				}
+				for i := range y {
+					if !sameBits(y[i], want[i]) {
+						t.Fatalf("level %s n %d rows %d value %d: AxpyRows %v, Axpy calls %v", levelNames[level], n, rows, i, y[i], want[i])
+					}
+				}
+			}
+		}
+	})
+	mustPanic(t, "DotRows beyond m", func() { DotRows(make([]float32, 3), make([]float32, 8), make([]float32, 20), 8) })
+	mustPanic(t, "AxpyRows beyond m", func() { AxpyRows(make([]float32, 8), make([]float32, 3), make([]float32, 20), 8) })
+}

@@ -220,15 +220,16 @@ func (m *Model) attendHead(s *State, l, h int, q, out []float32, pos int, att []
 	att = att[:pos+1]
 	qh := q[h*hd : (h+1)*hd]
 	kvOff := (h / group) * hd
-	for t := 0; t <= pos; t++ {
-		att[t] = kernels.Dot(qh, keys[t*kvDim+kvOff:t*kvDim+kvOff+hd]) * scale
+	// Scores: the dot products of qh with this head's keys at positions
+	// 0..pos (rows kvDim apart), then the weighted sum of the values.
+	kernels.DotRows(att, qh, keys[kvOff:], kvDim)
+	for t := range att {
+		att[t] *= scale
 	}
 	kernels.Softmax(att)
 	oh := out[h*hd : (h+1)*hd]
 	clear(oh)
-	for t := 0; t <= pos; t++ {
-		kernels.Axpy(oh, att[t], vals[t*kvDim+kvOff:t*kvDim+kvOff+hd])
-	}
+	kernels.AxpyRows(oh, att, vals[kvOff:], kvDim)
 }
 
 // Head applies the final norm to x (in place) and writes the logits.
