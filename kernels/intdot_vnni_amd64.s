@@ -35,6 +35,18 @@ DATA quadIdx<>+48(SB)/8, $0x0000000300000003
 DATA quadIdx<>+56(SB)/8, $0x0000000300000003
 GLOBL quadIdx<>(SB), RODATA|NOPTR, $64
 
+// nibShift: word shift counts [0 x8, 4 x8, 0 x8, 4 x8]: the second copy of
+// each block's 16 bytes gives the high nibbles.
+DATA nibShift<>+0(SB)/8, $0
+DATA nibShift<>+8(SB)/8, $0
+DATA nibShift<>+16(SB)/8, $0x0004000400040004
+DATA nibShift<>+24(SB)/8, $0x0004000400040004
+DATA nibShift<>+32(SB)/8, $0
+DATA nibShift<>+40(SB)/8, $0
+DATA nibShift<>+48(SB)/8, $0x0004000400040004
+DATA nibShift<>+56(SB)/8, $0x0004000400040004
+GLOBL nibShift<>(SB), RODATA|NOPTR, $64
+
 #define ZERO2 \
 	VPXORD Z0, Z0, Z0; \
 	VPXORD Z1, Z1, Z1
@@ -75,6 +87,32 @@ GLOBL quadIdx<>(SB), RODATA|NOPTR, $64
 	VBROADCASTSS (foff)(DX), Y7; \
 	VMULPS       Y7, Y6, Y6
 
+// SCALES4(bs): for the 4 blocks of bs bytes at BX, their f16 scales d
+// times the activation scales dx at DX: Z10 = [d0*dx0 x8, d1*dx1 x8], Z11 =
+// [d2*dx2 x8, d3*dx3 x8], each product rounded once. Uses AX, R9, Z6.
+#define SCALES4(bs) \
+	MOVWLZX   (3*bs)(BX), AX; \
+	SHLQ      $16, AX; \
+	MOVWLZX   (2*bs)(BX), R9; \
+	ORQ       R9, AX; \
+	SHLQ      $16, AX; \
+	MOVWLZX   (bs)(BX), R9; \
+	ORQ       R9, AX; \
+	SHLQ      $16, AX; \
+	MOVWLZX   (BX), R9; \
+	ORQ       R9, AX; \
+	VMOVQ     AX, X6; \
+	VCVTPH2PS X6, X6; \
+	VMULPS    (DX), X6, X6; \
+	VPERMPS   Z6, Z20, Z10; \
+	VPERMPS   Z6, Z21, Z11
+
+// SCALED_ACC: ACC += round(float32(Z4) * SC).
+#define SCALED_ACC(SC, ACC) \
+	VCVTDQ2PS Z4, Z4; \
+	VMULPS    SC, Z4, Z4; \
+	VADDPS    Z4, ACC, ACC
+
 // PAIR_ACC: ACC += round(float32(Z4) * Z6).
 #define PAIR_ACC(ACC) \
 	VCVTDQ2PS Z4, Z4; \
@@ -98,6 +136,15 @@ GLOBL quadIdx<>(SB), RODATA|NOPTR, $64
 	VPDPBUSD     (xoff)(DI), Z8, Z4; \
 	PAIR_F16xF32(boff, boff+34, doff); \
 	PAIR_ACC(ACC)
+
+// Q80PAIRS is Q80PAIR with the scales given in SC (from SCALES4).
+#define Q80PAIRS(boff, xoff, SC, ACC) \
+	VMOVDQU      (boff+2)(BX), Y8; \
+	VINSERTI64X4 $1, (boff+36)(BX), Z8, Z8; \
+	VPXORD       Z31, Z8, Z8; \
+	VPSLLD       $7, (xoff)(R13), Z4; \
+	VPDPBUSD     (xoff)(DI), Z8, Z4; \
+	SCALED_ACC(SC, ACC)
 
 // A lone block: EVEX 256-bit integer ops.
 #define Q80ONE(boff, xoff, doff, ACC) \
@@ -124,8 +171,9 @@ q80row:
 	JZ   q80tail
 
 q80loop:
-	Q80PAIR(0, 0, 0, Z0)
-	Q80PAIR(68, 64, 8, Z1)
+	SCALES4(34)
+	Q80PAIRS(0, 0, Z10, Z0)
+	Q80PAIRS(68, 64, Z11, Z1)
 	ADDQ $136, BX
 	ADDQ $128, DI
 	ADDQ $128, R13
@@ -177,6 +225,18 @@ q80done:
 	PAIR_F16xF32(boff, boff+18, doff); \
 	PAIR_ACC(ACC)
 
+// Q40PAIRS is Q40PAIR with the scales given in SC (from SCALES4), and the
+// nibbles arranged without shuffles: each block's 16 bytes broadcast to two
+// 128-bit lanes (the second block's through mask K2), the second lane of
+// each shifted right by 4 (Z28), then masked.
+#define Q40PAIRS(boff, xoff, SC, ACC) \
+	VBROADCASTI32X4 (boff+2)(BX), Z8; \
+	VBROADCASTI32X4 (boff+20)(BX), K2, Z8; \
+	VPSRLVW         Z28, Z8, Z8; \
+	VPANDD          Z29, Z8, Z8; \
+	Q40INT(Z8, xoff); \
+	SCALED_ACC(SC, ACC)
+
 // A lone block reads 32 codes only: EVEX 256-bit ops.
 #define Q40ONE(boff, xoff, doff, ACC) \
 	VMOVDQU     (boff+2)(BX), X8; \
@@ -192,6 +252,7 @@ q80done:
 TEXT ·q40RowsVNNI(SB), NOSPLIT, $0-40
 	ROWS_ARGS
 	CONSTS
+	VMOVDQU64    nibShift<>(SB), Z28
 	TESTQ        R10, R10
 	JZ           q40done
 
@@ -204,8 +265,9 @@ q40row:
 	JZ   q40tail
 
 q40loop:
-	Q40PAIR(0, 0, 0, Z0)
-	Q40PAIR(36, 64, 8, Z1)
+	SCALES4(18)
+	Q40PAIRS(0, 0, Z10, Z0)
+	Q40PAIRS(36, 64, Z11, Z1)
 	ADDQ $72, BX
 	ADDQ $128, DI
 	ADDQ $128, R13
