@@ -51,6 +51,9 @@ func aligned4(b []byte) bool { return len(b) > 0 && uintptr(unsafe.Pointer(&b[0]
 // unpackRow writes row r of w (an integer-dot type) into u (Cols bytes), wf
 // (Cols/4 factors) and m (Cols/32 minimum factors, Q4_K only).
 func unpackRow(w *tensor.Tensor, r int, u []byte, wf, m []float32) {
+	if unpackRowSIMD(w, r, u, wf) {
+		return
+	}
 	row := w.Row(r)
 	nb := w.Cols / 32
 	switch w.Type {
@@ -193,13 +196,18 @@ func (j *job) gemmRows(p *product, r0, r1 int, scratch *[]float32) bool {
 	groups := j.tokens / gemmGroup
 	rows := w.Rows
 	var tile [gemmGroup]float32
+	// scatter stores a tile: vector g*8+t, row r (minus Q4_K's minimums).
 	scatter := func(g, r int, mins *[gemmGroup]float32) {
-		for t := range gemmGroup {
-			v := tile[t]
-			if mins != nil {
-				v -= mins[t]
+		out := p.out[g*gemmGroup*rows+r:]
+		if mins != nil {
+			for t := range gemmGroup {
+				out[t*rows] = tile[t] - mins[t]
 			}
-			p.out[(g*gemmGroup+t)*rows+r] = v
+			return
+		}
+		_ = out[(gemmGroup-1)*rows]
+		for t := range gemmGroup {
+			out[t*rows] = tile[t]
 		}
 	}
 	if p.intDot {

@@ -2,7 +2,11 @@
 
 package kernels
 
-import "unsafe"
+import (
+	"unsafe"
+
+	"github.com/seamlm/seam/tensor"
+)
 
 // gemmF32AVX512 sets out[t] = the canonical dot product (Dot's order) of
 // the row w (n values, n a multiple of 32) with vector t of x, for the 8
@@ -56,4 +60,27 @@ func gemmInt(u []byte, wf []float32, npairs int, xp []byte, out *[gemmGroup]floa
 func q4kMins(m []float32, a *actQ, t0 int, out *[gemmGroup]float32) {
 	_ = a.d[(t0+gemmGroup)*a.nb-1]
 	q4kMinsAVX2(&m[0], len(m)/8, &a.d[t0*a.nb], &a.bs[t0*a.nb], 4*a.nb, out)
+}
+
+//go:noescape
+func unpackQ80AVX2(row unsafe.Pointer, nb int, u *byte, wf *float32)
+
+//go:noescape
+func unpackQ40AVX2(row unsafe.Pointer, nb int, u *byte, wf *float32)
+
+// unpackRowSIMD is unpackRow for Q8_0 and Q4_0 in AVX2, reporting false for
+// other types or without AVX2.
+func unpackRowSIMD(w *tensor.Tensor, r int, u []byte, wf []float32) bool {
+	if simdLevel < simdAVX2 || (w.Type != tensor.Q8_0 && w.Type != tensor.Q4_0) {
+		return false
+	}
+	nb := w.Cols / 32
+	row := w.Row(r)
+	_, _ = u[32*nb-1], wf[8*nb-1]
+	if w.Type == tensor.Q8_0 {
+		unpackQ80AVX2(unsafe.Pointer(&row[0]), nb, &u[0], &wf[0])
+	} else {
+		unpackQ40AVX2(unsafe.Pointer(&row[0]), nb, &u[0], &wf[0])
+	}
+	return true
 }

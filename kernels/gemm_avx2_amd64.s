@@ -68,3 +68,71 @@ f32step:
 	JNZ     f32pass
 	VZEROUPPER
 	RET
+
+// func unpackQ80AVX2(row unsafe.Pointer, nb int, u *byte, wf *float32)
+// The GEMM's unpacked form of a Q8_0 row: u = code+128 (code^0x80), and the
+// block's f16 scale widened, 8 copies per block (one per group of 4).
+TEXT ·unpackQ80AVX2(SB), NOSPLIT, $0-32
+	MOVQ         row+0(FP), SI
+	MOVQ         nb+8(FP), CX
+	MOVQ         u+16(FP), DI
+	MOVQ         wf+24(FP), R8
+	MOVL         $0x80808080, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	TESTQ        CX, CX
+	JZ           uq80done
+
+uq80loop:
+	VMOVDQU      2(SI), Y0
+	VPXOR        Y15, Y0, Y0
+	VMOVDQU      Y0, (DI)
+	VPBROADCASTW (SI), X1
+	VCVTPH2PS    X1, Y1
+	VMOVUPS      Y1, (R8)
+	ADDQ         $34, SI
+	ADDQ         $32, DI
+	ADDQ         $32, R8
+	DECQ         CX
+	JNZ          uq80loop
+
+uq80done:
+	VZEROUPPER
+	RET
+
+// func unpackQ40AVX2(row unsafe.Pointer, nb int, u *byte, wf *float32)
+// Q4_0: u = (nibble-8)+128 = nibble+120, values 0-15 from the low nibbles
+// and 16-31 from the high ones; the scale as for Q8_0.
+TEXT ·unpackQ40AVX2(SB), NOSPLIT, $0-32
+	MOVQ         row+0(FP), SI
+	MOVQ         nb+8(FP), CX
+	MOVQ         u+16(FP), DI
+	MOVQ         wf+24(FP), R8
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+	MOVL         $0x78787878, AX // 120
+	VMOVD        AX, X13
+	VPBROADCASTD X13, Y13
+	TESTQ        CX, CX
+	JZ           uq40done
+
+uq40loop:
+	VMOVDQU      2(SI), X0
+	VPSRLW       $4, X0, X1
+	VINSERTI128  $1, X1, Y0, Y0
+	VPAND        Y14, Y0, Y0
+	VPADDB       Y13, Y0, Y0
+	VMOVDQU      Y0, (DI)
+	VPBROADCASTW (SI), X1
+	VCVTPH2PS    X1, Y1
+	VMOVUPS      Y1, (R8)
+	ADDQ         $18, SI
+	ADDQ         $32, DI
+	ADDQ         $32, R8
+	DECQ         CX
+	JNZ          uq40loop
+
+uq40done:
+	VZEROUPPER
+	RET

@@ -85,3 +85,28 @@ func TestMatMulsIsMatMul(t *testing.T) {
 	})
 	mustPanic(t, "MatMuls with five products", func() { MatMuls(make([]Product, 5), nil, 1) })
 }
+
+// The assembly unpacking of Q8_0 and Q4_0 rows gives unpackRow's Go bytes
+// and factors.
+func TestUnpackRowSIMD(t *testing.T) {
+	rng := rand.New(rand.NewPCG(33, 33))
+	for _, typ := range []tensor.DType{tensor.Q8_0, tensor.Q4_0} {
+		w := randTensor(rng, typ, 3, 160, 0)
+		for r := range w.Rows {
+			u1, u2 := make([]byte, w.Cols), make([]byte, w.Cols)
+			f1, f2 := make([]float32, w.Cols/4), make([]float32, w.Cols/4)
+			unpackRow(w, r, u1, f1, nil)
+			withSIMD(simdNone, func() { unpackRow(w, r, u2, f2, nil) })
+			for i := range u1 {
+				if u1[i] != u2[i] {
+					t.Fatalf("%s row %d byte %d: %d, Go %d", typ, r, i, u1[i], u2[i])
+				}
+			}
+			for i := range f1 {
+				if !sameBits(f1[i], f2[i]) {
+					t.Fatalf("%s row %d factor %d: %v, Go %v", typ, r, i, f1[i], f2[i])
+				}
+			}
+		}
+	}
+}

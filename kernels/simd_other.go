@@ -51,3 +51,5 @@ func f32RowsSIMD(*tensor.Tensor, int, int, []float32, []float32) bool { return f
 
 func dotRowsSIMD([]float32, []float32, []float32, int) bool  { return false }
 func axpyRowsSIMD([]float32, []float32, []float32, int) bool { return false }
+
+func unpackRowSIMD(*tensor.Tensor, int, []byte, []float32) bool { return false }
