@@ -79,3 +79,12 @@ func dotGo(a, b []float32) float32 {
 func foldLanes8(v *[8]float32) float32 {
 	return ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]))
 }
+
+// foldLanes32 is steps 2 and 4 of the order on 32 lanes (no 8-wide phase).
+func foldLanes32(acc *[32]float32) float32 {
+	var v [8]float32
+	for i := range v {
+		v[i] = (acc[i] + acc[i+8]) + (acc[i+16] + acc[i+24])
+	}
+	return foldLanes8(&v)
+}

@@ -9,23 +9,37 @@ import (
 	"github.com/seamlm/seam/tensor"
 )
 
-// The batched product (GEMM) of MatMuls for n >= gemmGroup vectors.
+// The batched product (GEMM) of MatMuls for n >= 4 vectors.
 //
 // It computes exactly the bits MatVec computes for each vector: the same
 // summation orders (Dot's for the float types, intdot.go's for the integer
-// ones), only several of them at once. The register tile is one weight row
-// by gemmGroup vectors: the row is loaded (and, for the quantized types,
-// unpacked) once per tile and each of its values is used gemmGroup times.
-// Rows are taken gemmRowBlock at a time, so that a group of vectors stays
-// in cache across the block and the block's rows across the groups.
+// ones), only several of them at once, so a batch and its vectors one by
+// one agree bit for bit.
+//
+// Float types: the register tile is one row by 8 vectors, the row loaded
+// (f16, bf16: widened) once per tile; rows go gemmRowBlock at a time so that
+// a group of vectors stays in cache across them.
+//
+// Integer types: the tile is 16 rows by 4 vectors. The 16 rows are unpacked
+// once per block of rows into an interleaved form (for each unit and each
+// group of 4 values, the 16 rows' 4 bytes side by side, then the rows' unit
+// factors), so that each lane of a register follows one row: one VPDPBUSD
+// per group of 4 values serves 16 rows, and the float step of the order,
+// one product per unit, is done for 16 rows at once. The vectors are packed
+// once per call (gemmPacked).
 //
 // Vectors left over after the last whole group go through the per-vector
 // kernels. Without an assembly GEMM for the type and level, every vector
 // does.
 
 const (
-	gemmGroup    = 8  // vectors per register tile (the kernels are written for 8)
-	gemmRowBlock = 16 // rows unpacked and applied to every group in turn
+	gemmGroup    = 8  // vectors per float tile (the kernels are written for 8)
+	gemmRowBlock = 16 // float rows widened and applied to every group in turn
+
+	gemmIntRows   = 16                        // rows per integer tile (a register's lanes)
+	gemmIntVecs   = 4                         // vectors per integer tile
+	gemmIntTile   = gemmIntRows * gemmIntVecs // results per integer tile
+	gemmPackEntry = 64                        // bytes per unit and vector in a gemmPacked
 )
 
 // unpacked is a block of quantized rows in the GEMM's common form: for each
@@ -36,6 +50,10 @@ type unpacked struct {
 	u []byte
 	w []float32
 	m []float32
+	// The interleaved block of 16 rows the integer tile reads, and Q4_K's
+	// minimum factors as [block][16 rows].
+	il  []byte
+	mil []float32
 }
 
 // noGEMM turns the GEMM off (benchmarks compare it with the per-vector path).
@@ -130,66 +148,103 @@ func fill8(dst []float32, v float32) {
 	}
 }
 
-// gemmPacked is a batch of quantized activations laid out for the integer
-// GEMM kernel: for each group of 8 vectors and each pair of blocks p, for
-// each vector t of the group, 192 bytes: its 64 codes, its 16 negated 4-code
-// sums (int32) and its 16 block scales, each repeated for the 8 lanes of its
-// block (float32). A lone last block is padded with zero codes, sums and
-// scales (adding +0 to a lane changes nothing).
-type gemmPacked struct {
-	npairs int
-	buf    []byte // groups * npairs * 8 * 192
+// unitValues is the number of values in one unit of the integer-dot order.
+func unitValues(t tensor.DType) int {
+	if t == tensor.Q6_K {
+		return 16
+	}
+	return 32
 }
 
-const gemmPackStride = 192
+// unitStride is the bytes of one unit of an interleaved block of rows: its
+// groups of 4 values for 16 rows, then the 16 rows' factors.
+func unitStride(unitVals int) int { return unitVals/4*gemmIntRows*4 + gemmIntRows*4 }
+
+// gemmPacked is a batch of quantized vectors laid out for the integer tile:
+// for each group of 4 vectors and each unit, for each vector of the group,
+// 64 bytes: the unit's codes (32 or 16 bytes), at 32 the int32 -128 times
+// their sum (the accumulator's start, undoing the weights' +128), at 36 the
+// float32 scale of the block holding the unit.
+type gemmPacked struct {
+	unitVals int
+	nunits   int
+	buf      []byte // groups * nunits * 4 * 64
+}
 
 var gemmPackedPool sync.Pool // of *gemmPacked
 
-// packGEMM packs the whole groups of a.
-func packGEMM(a *actQ) *gemmPacked {
+// packGEMM packs the whole groups of 4 vectors of a for units of unitVals.
+func packGEMM(a *actQ, unitVals int) *gemmPacked {
 	p, _ := gemmPackedPool.Get().(*gemmPacked)
 	if p == nil {
 		p = new(gemmPacked)
 	}
-	groups := a.n / gemmGroup
-	p.npairs = (a.nb + 1) / 2
-	p.buf = grow(p.buf, groups*p.npairs*gemmGroup*gemmPackStride)
-	for g := range groups {
-		for t := range gemmGroup {
-			q, d, _ := a.vec(g*gemmGroup + t)
-			ls := a.lanes(g*gemmGroup + t)
-			for pr := range p.npairs {
-				o := p.buf[((g*p.npairs+pr)*gemmGroup+t)*gemmPackStride:][:gemmPackStride]
-				for h := range 2 {
-					b := 2*pr + h
-					codes, sums, scales := o[32*h:32*h+32], o[64+32*h:64+32*h+32], o[128+32*h:128+32*h+32]
-					if b >= a.nb {
-						clear(codes)
-						clear(sums)
-						clear(scales)
-						continue
-					}
-					for i, v := range q[32*b : 32*b+32] {
-						codes[i] = byte(v)
-					}
-					for i, v := range ls[8*b : 8*b+8] {
-						binary.LittleEndian.PutUint32(sums[4*i:], uint32(v))
-					}
-					bits := math.Float32bits(d[b])
-					for i := range 8 {
-						binary.LittleEndian.PutUint32(scales[4*i:], bits)
-					}
-				}
+	groups := a.n / gemmIntVecs
+	p.unitVals, p.nunits = unitVals, a.cols/unitVals
+	p.buf = grow(p.buf, groups*p.nunits*gemmIntVecs*gemmPackEntry)
+	for v := range groups * gemmIntVecs {
+		g, t := v/gemmIntVecs, v%gemmIntVecs
+		q, d, _ := a.vec(v)
+		for u := range p.nunits {
+			e := p.buf[((g*p.nunits+u)*gemmIntVecs+t)*gemmPackEntry:][:gemmPackEntry]
+			var sum int32
+			for i, c := range q[u*unitVals : (u+1)*unitVals] {
+				e[i] = byte(c)
+				sum += int32(c)
 			}
+			binary.LittleEndian.PutUint32(e[32:], uint32(-128*sum))
+			binary.LittleEndian.PutUint32(e[36:], math.Float32bits(d[u*unitVals/32]))
 		}
 	}
 	return p
 }
 
+// interleave unpacks rows [r0, r0+16) of w (rows past r1 as zeros) into the
+// integer tile's form in up.il (and Q4_K's minimum factors in up.mil).
+func (up *unpacked) interleave(w *tensor.Tensor, r0, r1, unitVals int) {
+	cols, nb := w.Cols, w.Cols/32
+	nu, us := cols/unitVals, unitStride(unitVals)
+	groups := unitVals / 4
+	up.u, up.w, up.m = grow(up.u, cols), grow(up.w, cols/4), grow(up.m, nb)
+	up.il = grow(up.il, nu*us)
+	if w.Type == tensor.Q4_K {
+		up.mil = grow(up.mil, nb*gemmIntRows)
+	}
+	for k := range gemmIntRows {
+		r := r0 + k
+		if r >= r1 {
+			clear(up.u)
+			clear(up.w)
+			clear(up.m)
+		} else {
+			unpackRow(w, r, up.u, up.w, up.m)
+		}
+		for u := range nu {
+			unit := up.il[u*us : (u+1)*us]
+			src := up.u[u*unitVals : (u+1)*unitVals]
+			for g := range groups {
+				copy(unit[g*64+k*4:g*64+k*4+4], src[4*g:4*g+4])
+			}
+			binary.LittleEndian.PutUint32(unit[groups*64+k*4:], math.Float32bits(up.w[u*unitVals/4]))
+		}
+		if w.Type == tensor.Q4_K {
+			for b := range nb {
+				up.mil[b*gemmIntRows+k] = up.m[b]
+			}
+		}
+	}
+}
+
 // gemmRows computes rows [r0, r1) of p for every vector with the GEMM
 // kernels, reporting false when there are none for p's type at this level.
 func (j *job) gemmRows(p *product, r0, r1 int, scratch *[]float32) bool {
-	if j.tokens < gemmGroup || noGEMM {
+	if noGEMM {
+		return false
+	}
+	if p.intDot {
+		return j.gemmIntRows(p, r0, r1, scratch)
+	}
+	if j.tokens < gemmGroup {
 		return false
 	}
 	w := p.w
@@ -211,41 +266,7 @@ func (j *job) gemmRows(p *product, r0, r1 int, scratch *[]float32) bool {
 		}
 	}
 	if p.intDot {
-		if j.xp == nil || !gemmIntOK() {
-			return false
-		}
-		up, _ := unpackedPool.Get().(*unpacked)
-		if up == nil {
-			up = new(unpacked)
-		}
-		defer unpackedPool.Put(up)
-		cols, nb, np := w.Cols, w.Cols/32, j.xp.npairs
-		us, ws := 64*np, 16*np // per-row strides, a lone last block padded with zeros
-		up.u, up.w, up.m = grow(up.u, gemmRowBlock*us), grow(up.w, gemmRowBlock*ws), grow(up.m, gemmRowBlock*nb)
-		var mins [gemmGroup]float32
-		for rb := r0; rb < r1; rb += gemmRowBlock {
-			re := min(rb+gemmRowBlock, r1)
-			for r := rb; r < re; r++ {
-				i := r - rb
-				u, wf := up.u[i*us:(i+1)*us], up.w[i*ws:(i+1)*ws]
-				unpackRow(w, r, u[:cols], wf[:cols/4], up.m[i*nb:(i+1)*nb])
-				clear(u[cols:])
-				clear(wf[cols/4:])
-			}
-			for g := range groups {
-				xp := j.xp.buf[g*np*gemmGroup*gemmPackStride:]
-				for r := rb; r < re; r++ {
-					i := r - rb
-					gemmInt(up.u[i*us:(i+1)*us], up.w[i*ws:(i+1)*ws], np, xp, &tile)
-					if w.Type == tensor.Q4_K {
-						q4kMins(up.m[i*nb:(i+1)*nb], j.xq, g*gemmGroup, &mins)
-						scatter(g, r, &mins)
-						continue
-					}
-					scatter(g, r, nil)
-				}
-			}
-		}
+		return j.gemmIntRows(p, r0, r1, scratch)
 	} else {
 		if !gemmF32OK() || w.Cols%32 != 0 {
 			return false
@@ -289,4 +310,60 @@ func (j *job) gemmRows(p *product, r0, r1 int, scratch *[]float32) bool {
 		j.rowsOne(p, t, r0, r1, scratch)
 	}
 	return true
+}
+
+// gemmIntRows is gemmRows for the integer types.
+func (j *job) gemmIntRows(p *product, r0, r1 int, scratch *[]float32) bool {
+	w := p.w
+	uv := unitValues(w.Type)
+	xp := j.packed(uv)
+	if xp == nil || xp.nunits%4 != 0 {
+		return false
+	}
+	up, _ := unpackedPool.Get().(*unpacked)
+	if up == nil {
+		up = new(unpacked)
+	}
+	defer unpackedPool.Put(up)
+	rows, groups := w.Rows, j.tokens/gemmIntVecs
+	var tile [gemmIntTile]float32
+	var mins [gemmIntRows]float32
+	for rb := r0; rb < r1; rb += gemmIntRows {
+		up.interleave(w, rb, r1, uv)
+		n := min(gemmIntRows, r1-rb)
+		for g := range groups {
+			gemmInt(up.il, uv, xp.nunits, xp.buf[g*xp.nunits*gemmIntVecs*gemmPackEntry:], &tile)
+			for t := range gemmIntVecs {
+				v := g*gemmIntVecs + t
+				out := p.out[v*rows+rb : v*rows+rb+n]
+				res := tile[t*gemmIntRows : t*gemmIntRows+n]
+				if w.Type == tensor.Q4_K {
+					q4kMins(up.mil, j.xq, v, &mins)
+					for k := range out {
+						out[k] = res[k] - mins[k]
+					}
+					continue
+				}
+				copy(out, res)
+			}
+		}
+	}
+	for t := groups * gemmIntVecs; t < j.tokens; t++ {
+		j.rowsOne(p, t, r0, r1, scratch)
+	}
+	return true
+}
+
+// packed returns the job's vectors packed for units of unitVals, packing
+// them on first use; nil when the integer tile cannot run.
+func (j *job) packed(unitVals int) *gemmPacked {
+	if j.xq == nil || j.tokens < gemmIntVecs || !gemmIntOK() {
+		return nil
+	}
+	i := 0
+	if unitVals == 16 {
+		i = 1
+	}
+	j.packOnce[i].Do(func() { j.xp[i] = packGEMM(j.xq, unitVals) })
+	return j.xp[i]
 }

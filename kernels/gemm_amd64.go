@@ -20,18 +20,23 @@ func gemmF32AVX512(w *float32, n int, x *float32, xStride int, out *[gemmGroup]f
 //go:noescape
 func gemmF32AVX2(w *float32, n int, x *float32, xStride int, out *[gemmGroup]float32)
 
-// gemmI8VNNI sets out[t] to steps 1-3 of the integer-dot order for one
-// unpacked row (u, wf) against vector t of a packed group (see gemmPacked).
+// gemmI8U32VNNI and gemmI8U16VNNI set out[16t+k] to steps 1-3 of the
+// integer-dot order of row k of an interleaved block of 16 rows (w) against
+// vector t of a packed group of 4 (xp), for units of 32 or 16 values; nunits
+// is a multiple of 4. See gemm_avx512_amd64.s for the layouts.
 //
 //go:noescape
-func gemmI8VNNI(u *byte, wf *float32, npairs int, xp *byte, out *[gemmGroup]float32)
+func gemmI8U32VNNI(w *byte, nunits int, xp *byte, out *[gemmIntTile]float32)
 
-// q4kMinsAVX2 sets out[t] to the folded Q4_K minimums of one row (m: one
-// factor per block, nsb super-blocks) against vector t, whose block scales
-// and sums are at d and bs plus t*stride bytes.
+//go:noescape
+func gemmI8U16VNNI(w *byte, nunits int, xp *byte, out *[gemmIntTile]float32)
+
+// q4kMins16VNNI sets out[k] to the folded Q4_K minimums of row k of 16
+// (m: per block, the rows' 16 factors) against one vector's block scales d
+// and sums bs.
 //
 //go:noescape
-func q4kMinsAVX2(m *float32, nsb int, d, bs *float32, stride int, out *[gemmGroup]float32)
+func q4kMins16VNNI(m *float32, nb int, d, bs *float32, out *[gemmIntRows]float32)
 
 func gemmF32OK() bool { return simdLevel >= simdAVX2 }
 func gemmIntOK() bool { return intLevel() >= simdAVX512 }
@@ -47,19 +52,23 @@ func gemmF32(row, x []float32, cols int, out *[gemmGroup]float32) {
 	gemmF32AVX2(&row[0], cols, &x[0], 4*cols, out)
 }
 
-// gemmInt needs npairs*64 bytes of u, npairs*16 factors and a whole packed
-// group at xp.
-func gemmInt(u []byte, wf []float32, npairs int, xp []byte, out *[gemmGroup]float32) {
-	_ = u[64*npairs-1]
-	_ = wf[16*npairs-1]
-	_ = xp[npairs*gemmGroup*gemmPackStride-1]
-	gemmI8VNNI(unsafe.SliceData(u), unsafe.SliceData(wf), npairs, unsafe.SliceData(xp), out)
+// gemmInt runs the integer tile over nunits units of unitVals values.
+func gemmInt(w []byte, unitVals, nunits int, xp []byte, out *[gemmIntTile]float32) {
+	_ = w[nunits*unitStride(unitVals)-1]
+	_ = xp[nunits*gemmIntVecs*gemmPackEntry-1]
+	if unitVals == 16 {
+		gemmI8U16VNNI(&w[0], nunits, &xp[0], out)
+		return
+	}
+	gemmI8U32VNNI(&w[0], nunits, &xp[0], out)
 }
 
-// q4kMins: vectors t0 .. t0+7 of a against the minimum factors m of a row.
-func q4kMins(m []float32, a *actQ, t0 int, out *[gemmGroup]float32) {
-	_ = a.d[(t0+gemmGroup)*a.nb-1]
-	q4kMinsAVX2(&m[0], len(m)/8, &a.d[t0*a.nb], &a.bs[t0*a.nb], 4*a.nb, out)
+// q4kMins: the minimums of 16 interleaved rows (m: nb blocks x 16) against
+// vector t of a.
+func q4kMins(m []float32, a *actQ, t int, out *[gemmIntRows]float32) {
+	_ = m[a.nb*gemmIntRows-1]
+	_, d, bs := a.vec(t)
+	q4kMins16VNNI(&m[0], a.nb, &d[0], &bs[0], out)
 }
 
 //go:noescape

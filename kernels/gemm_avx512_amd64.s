@@ -111,96 +111,191 @@ f32fold:
 	VZEROUPPER
 	RET
 
-// I8TOK: vector t of the packed pair (codes at 192t(DI), negated 4-code
-// sums at 192t+64, lane scales at 192t+128) against the unpacked row pair
-// (u+128 codes in Z16, factors W in Z17): L = sum u*x - 128*sum x, exact;
-// ACC += round(float32(L) * round(W * dx)).
-#define I8TOK(t, ACC) \
-	VPSLLD    $7, (192*t+64)(DI), Z18; \
-	VPDPBUSD  (192*t)(DI), Z16, Z18; \
-	VCVTDQ2PS Z18, Z18; \
-	VMULPS    (192*t+128)(DI), Z17, Z19; \
-	VMULPS    Z19, Z18, Z18; \
-	VADDPS    Z18, ACC, ACC
+// The integer GEMM tile (gemm.go): 16 rows in the lanes of a register
+// against 4 vectors. Each row's integer-dot order (intdot.go) runs in its
+// lane: per unit an exact int32 sum (VPDPBUSD of 4 bytes of each of the 16
+// rows, interleaved, against 4 bytes of the vector broadcast to all lanes,
+// from an accumulator started at -128 times the sum of the unit's codes,
+// since the weights are stored as c+128), then one rounded product with the
+// unit's scale (the rows' factors W times the vector's block scale, rounded)
+// added to the lane of the unit's class u mod 4. Vector t's class c is
+// Z(4t+c); Z16-Z19 are the int sums, Z20 a group of weights, Z21 the
+// factors, Z22 the scales.
+//
+// The weights of a unit: its groups of 4 values, each 16 rows x 4 bytes
+// (64 bytes), then the 16 rows' factors W (64 bytes). The vectors' packed
+// entry for a unit (gemmPacked): 64 bytes per vector: the codes (bytes
+// 0-31, or 0-15), the int32 -128*sum at 32, the float32 block scale at 36.
 
-#define I8PAIR(A0, A1, A2, A3, A4, A5, A6, A7) \
-	VMOVDQU64 (SI), Z16; \
-	VMOVUPS   (BX), Z17; \
-	I8TOK(0, A0); \
-	I8TOK(1, A1); \
-	I8TOK(2, A2); \
-	I8TOK(3, A3); \
-	I8TOK(4, A4); \
-	I8TOK(5, A5); \
-	I8TOK(6, A6); \
-	I8TOK(7, A7); \
-	ADDQ      $64, SI; \
-	ADDQ      $64, BX; \
-	ADDQ      $1536, DI
+#define I8INIT \
+	VPBROADCASTD 32(DI), Z16; \
+	VPBROADCASTD 96(DI), Z17; \
+	VPBROADCASTD 160(DI), Z18; \
+	VPBROADCASTD 224(DI), Z19
 
-// func gemmI8VNNI(u *byte, wf *float32, npairs int, xp *byte, out *[8]float32)
-// Pairs alternate between lanes 0-15 (blocks b mod 4 = 0, 1) and 16-31.
-TEXT ·gemmI8VNNI(SB), NOSPLIT, $0-40
-	MOVQ u+0(FP), SI
-	MOVQ wf+8(FP), BX
-	MOVQ npairs+16(FP), CX
-	MOVQ xp+24(FP), DI
-	MOVQ out+32(FP), DX
+// I8GROUP(g): the unit's group g (4 values) for the 16 rows and 4 vectors.
+#define I8GROUP(g) \
+	VMOVDQU64     (64*g)(SI), Z20; \
+	VPDPBUSD.BCST (4*g)(DI), Z20, Z16; \
+	VPDPBUSD.BCST (64+4*g)(DI), Z20, Z17; \
+	VPDPBUSD.BCST (128+4*g)(DI), Z20, Z18; \
+	VPDPBUSD.BCST (192+4*g)(DI), Z20, Z19
+
+// I8SCALE(groups, F0, F1, F2, F3): the unit's float step for the 4 vectors
+// into their lanes of class F*, then on to the next unit.
+#define I8SCALE(groups, F0, F1, F2, F3) \
+	VMOVUPS     (64*groups)(SI), Z21; \
+	VCVTDQ2PS   Z16, Z16; \
+	VMULPS.BCST 36(DI), Z21, Z22; \
+	VMULPS      Z22, Z16, Z16; \
+	VADDPS      Z16, F0, F0; \
+	VCVTDQ2PS   Z17, Z17; \
+	VMULPS.BCST 100(DI), Z21, Z22; \
+	VMULPS      Z22, Z17, Z17; \
+	VADDPS      Z17, F1, F1; \
+	VCVTDQ2PS   Z18, Z18; \
+	VMULPS.BCST 164(DI), Z21, Z22; \
+	VMULPS      Z22, Z18, Z18; \
+	VADDPS      Z18, F2, F2; \
+	VCVTDQ2PS   Z19, Z19; \
+	VMULPS.BCST 228(DI), Z21, Z22; \
+	VMULPS      Z22, Z19, Z19; \
+	VADDPS      Z19, F3, F3; \
+	ADDQ        $(64*groups+64), SI; \
+	ADDQ        $256, DI
+
+#define UNIT32(F0, F1, F2, F3) \
+	I8INIT; \
+	I8GROUP(0); \
+	I8GROUP(1); \
+	I8GROUP(2); \
+	I8GROUP(3); \
+	I8GROUP(4); \
+	I8GROUP(5); \
+	I8GROUP(6); \
+	I8GROUP(7); \
+	I8SCALE(8, F0, F1, F2, F3)
+
+#define UNIT16(F0, F1, F2, F3) \
+	I8INIT; \
+	I8GROUP(0); \
+	I8GROUP(1); \
+	I8GROUP(2); \
+	I8GROUP(3); \
+	I8SCALE(4, F0, F1, F2, F3)
+
+// I8FOLD: vector t's 16 results (c0 + c2) + (c1 + c3), stored at 64t(DX).
+#define I8FOLD(C0, C1, C2, C3, off) \
+	VADDPS    C2, C0, C0; \
+	VADDPS    C3, C1, C1; \
+	VADDPS    C1, C0, C0; \
+	VMOVUPS   C0, off(DX)
+
+#define I8FOLDALL \
+	I8FOLD(Z0, Z1, Z2, Z3, 0); \
+	I8FOLD(Z4, Z5, Z6, Z7, 64); \
+	I8FOLD(Z8, Z9, Z10, Z11, 128); \
+	I8FOLD(Z12, Z13, Z14, Z15, 192)
+
+// func gemmI8U32VNNI(w *byte, nunits int, xp *byte, out *[64]float32)
+// Units of 32 values; nunits a multiple of 4.
+TEXT ·gemmI8U32VNNI(SB), NOSPLIT, $0-32
+	MOVQ w+0(FP), SI
+	MOVQ nunits+8(FP), CX
+	MOVQ xp+16(FP), DI
+	MOVQ out+24(FP), DX
 	ZERO16
-	MOVQ CX, R8
-	SHRQ $1, R8
-	JZ   i8tail
+	SHRQ $2, CX
+	JZ   u32fold
 
-i8loop:
-	I8PAIR(Z0, Z2, Z4, Z6, Z8, Z10, Z12, Z14)
-	I8PAIR(Z1, Z3, Z5, Z7, Z9, Z11, Z13, Z15)
-	DECQ R8
-	JNZ  i8loop
+u32loop:
+	UNIT32(Z0, Z4, Z8, Z12)
+	UNIT32(Z1, Z5, Z9, Z13)
+	UNIT32(Z2, Z6, Z10, Z14)
+	UNIT32(Z3, Z7, Z11, Z15)
+	DECQ CX
+	JNZ  u32loop
 
-i8tail:
-	TESTQ $1, CX
-	JZ    i8fold
-	I8PAIR(Z0, Z2, Z4, Z6, Z8, Z10, Z12, Z14)
-
-i8fold:
-	FOLDALL
+u32fold:
+	I8FOLDALL
 	VZEROUPPER
 	RET
 
-// func q4kMinsAVX2(m *float32, nsb int, d, bs *float32, stride int, out *[8]float32)
-// For each of 8 vectors: lanes j += round(round(M_b * dx_b) * bs_b) over the
-// super-blocks (b = 8sb + j), then the 8-lane fold.
-TEXT ·q4kMinsAVX2(SB), NOSPLIT, $0-48
-	MOVQ d+16(FP), DI
-	MOVQ bs+24(FP), R8
-	MOVQ stride+32(FP), BX
-	MOVQ out+40(FP), DX
-	MOVQ $8, R9
+// func gemmI8U16VNNI(w *byte, nunits int, xp *byte, out *[64]float32)
+// Units of 16 values (Q6_K's halves); nunits a multiple of 4.
+TEXT ·gemmI8U16VNNI(SB), NOSPLIT, $0-32
+	MOVQ w+0(FP), SI
+	MOVQ nunits+8(FP), CX
+	MOVQ xp+16(FP), DI
+	MOVQ out+24(FP), DX
+	ZERO16
+	SHRQ $2, CX
+	JZ   u16fold
 
-minstok:
+u16loop:
+	UNIT16(Z0, Z4, Z8, Z12)
+	UNIT16(Z1, Z5, Z9, Z13)
+	UNIT16(Z2, Z6, Z10, Z14)
+	UNIT16(Z3, Z7, Z11, Z15)
+	DECQ CX
+	JNZ  u16loop
+
+u16fold:
+	I8FOLDALL
+	VZEROUPPER
+	RET
+
+// MINSB(j, ACC): block j of the super-block.
+#define MINSB(j, ACC) \
+	VMOVUPS     (64*j)(SI), Z8; \
+	VMULPS.BCST (4*j)(DI), Z8, Z8; \
+	VMULPS.BCST (4*j)(R8), Z8, Z8; \
+	VADDPS      Z8, ACC, ACC
+
+// func q4kMins16VNNI(m *float32, nb int, d, bs *float32, out *[16]float32)
+// Q4_K's minimums for 16 rows (m: per block, the 16 rows' factors M) and
+// one vector: class j = b mod 8 of each row += round(round(M * dx_b) *
+// bs_b), then the fold ((m0+m4) + (m2+m6)) + ((m1+m5) + (m3+m7)).
+TEXT ·q4kMins16VNNI(SB), NOSPLIT, $0-40
 	MOVQ   m+0(FP), SI
-	MOVQ   nsb+8(FP), CX
-	MOVQ   DI, R10
-	MOVQ   R8, R11
-	VXORPS Y0, Y0, Y0
+	MOVQ   nb+8(FP), CX
+	MOVQ   d+16(FP), DI
+	MOVQ   bs+24(FP), R8
+	MOVQ   out+32(FP), DX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	SHRQ   $3, CX
+	JZ     minsfold
 
 minssb:
-	VMOVUPS (SI), Y2
-	VMULPS  (R10), Y2, Y2
-	VMULPS  (R11), Y2, Y2
-	VADDPS  Y2, Y0, Y0
-	ADDQ    $32, SI
-	ADDQ    $32, R10
-	ADDQ    $32, R11
-	DECQ    CX
-	JNZ     minssb
+	MINSB(0, Z0)
+	MINSB(1, Z1)
+	MINSB(2, Z2)
+	MINSB(3, Z3)
+	MINSB(4, Z4)
+	MINSB(5, Z5)
+	MINSB(6, Z6)
+	MINSB(7, Z7)
+	ADDQ $512, SI
+	ADDQ $32, DI
+	ADDQ $32, R8
+	DECQ CX
+	JNZ  minssb
 
-	HSUM8
-	VMOVSS X0, (DX)
-	ADDQ   $4, DX
-	ADDQ   BX, DI
-	ADDQ   BX, R8
-	DECQ   R9
-	JNZ    minstok
+minsfold:
+	VADDPS  Z4, Z0, Z0
+	VADDPS  Z6, Z2, Z2
+	VADDPS  Z2, Z0, Z0
+	VADDPS  Z5, Z1, Z1
+	VADDPS  Z7, Z3, Z3
+	VADDPS  Z3, Z1, Z1
+	VADDPS  Z1, Z0, Z0
+	VMOVUPS Z0, (DX)
 	VZEROUPPER
 	RET

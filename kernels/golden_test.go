@@ -92,11 +92,11 @@ func TestGoldenOutputs(t *testing.T) {
 		tensor.F32:  "cdbe8cb6cc2c373b",
 		tensor.F16:  "c669533b37ba4600",
 		tensor.BF16: "8cd70767022fa761",
-		tensor.Q8_0: "5c939cb542d9642b",
-		tensor.Q4_0: "2e68dc16e9b6d656",
-		tensor.Q4_K: "5a1de7d8b6bba2fb",
-		tensor.Q6_K: "497a70f38fa33c0b",
-		tensor.Q8G:  "8f37c476e07c776d",
+		tensor.Q8_0: "ab77ab7938631bfd",
+		tensor.Q4_0: "78bd65d43516faab",
+		tensor.Q4_K: "70d8caa09ba91406",
+		tensor.Q6_K: "883881ce01bb4d5b",
+		tensor.Q8G:  "687244de314ce76b",
 	}
 	levelsCovered(t, func(level int) {
 		for i, typ := range allTypes {

@@ -64,6 +64,7 @@ func intRowsSIMD(w *tensor.Tensor, r0, r1 int, a *actQ, t int, out []float32) bo
 	if w.Type == tensor.Q8G {
 		ng := w.Cols / w.GroupSize
 		v.sc, v.scRow, v.spg = &w.Scales[4*r0*ng], 4*ng, w.GroupSize/qBlock
+		v.gidx = &groupIndex(a.nb, v.spg)[0]
 	}
 	p, n, o := unsafe.Pointer(&w.Data[r0*rb]), r1-r0, &out[0]
 	_ = out[n-1]
@@ -94,7 +95,7 @@ func intRowsSIMD(w *tensor.Tensor, r0, r1 int, a *actQ, t int, out []float32) bo
 			q6kRowsAVX2(p, rb, n, &v, o)
 		}
 	case tensor.Q8G:
-		if avx512 && v.spg%2 == 0 {
+		if avx512 {
 			q8gRowsVNNI(p, rb, n, &v, o)
 		} else {
 			q8gRowsAVX2(p, rb, n, &v, o)

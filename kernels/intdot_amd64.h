@@ -57,3 +57,70 @@
 	MOVL         $value, AX; \
 	VMOVD        AX, X; \
 	VPBROADCASTD X, Y
+
+// The integer-dot order's fold (intdot.go, step 3): X0[0] = (l0 + l2) +
+// (l1 + l3) for the 4 lanes l of X0. Uses X1.
+#define HSUM4 \
+	VMOVHLPS  X0, X0, X1; \
+	VADDPS    X1, X0, X0; \
+	VMOVSHDUP X0, X1; \
+	VADDSS    X1, X0, X0
+
+// REDUCE4: the 4 units' exact int32 sums from their 8-lane partial sums in
+// Y4, Y5, Y6, Y7: X4 = [sum Y4, sum Y5, sum Y6, sum Y7]. Uses Y5, Y6.
+#define REDUCE4 \
+	VPHADDD      Y5, Y4, Y4; \
+	VPHADDD      Y7, Y6, Y6; \
+	VPHADDD      Y6, Y4, Y4; \
+	VEXTRACTI128 $1, Y4, X5; \
+	VPADDD       X5, X4, X4
+
+// ACC4: X0 += round(float32(X4) * X6), the 4 units' products rounded, then
+// added to the 4 lanes.
+#define ACC4 \
+	VCVTDQ2PS X4, X4; \
+	VMULPS    X6, X4, X4; \
+	VADDPS    X4, X0, X0
+
+// F16SCALES4(bs): X6 = d_k * dx_k for the 4 blocks of bs bytes at BX, d_k
+// their leading f16 scales and dx_k the 4 floats at DX, each product rounded
+// once. Uses AX, R9.
+#define F16SCALES4(bs) \
+	MOVWLZX   (3*bs)(BX), AX; \
+	SHLQ      $16, AX; \
+	MOVWLZX   (2*bs)(BX), R9; \
+	ORQ       R9, AX; \
+	SHLQ      $16, AX; \
+	MOVWLZX   (bs)(BX), R9; \
+	ORQ       R9, AX; \
+	SHLQ      $16, AX; \
+	MOVWLZX   (BX), R9; \
+	ORQ       R9, AX; \
+	VMOVQ     AX, X6; \
+	VCVTPH2PS X6, X6; \
+	VMULPS    (DX), X6, X6
+
+// REDUCE1: X4[0] = the sum of Y4's 8 int32 lanes (a lone unit of a row's
+// last, partial group of 4). Uses X5.
+#define REDUCE1 \
+	VEXTRACTI128 $1, Y4, X5; \
+	VPADDD       X5, X4, X4; \
+	VPHADDD      X4, X4, X4; \
+	VPHADDD      X4, X4, X4
+
+// F16SCALE1: X6[0] = d * dx for the block at BX (f16 scale d) and the float
+// dx at DX.
+#define F16SCALE1 \
+	VPBROADCASTW (BX), X6; \
+	VCVTPH2PS    X6, X6; \
+	VMULSS       (DX), X6, X6
+
+// ADDLANE(ins): lane k of X0 += round(float32(X4[0]) * X6[0]), ins the
+// VINSERTPS immediate putting element 0 at lane k and zeroing the others
+// (k = 0, 1, 2: 0x0e, 0x1d, 0x2b). The other lanes get +0, which changes
+// no lane (a lane is never -0). Uses X4, X7.
+#define ADDLANE(ins) \
+	VCVTDQ2PS X4, X4; \
+	VMULSS    X6, X4, X4; \
+	VINSERTPS $ins, X4, X7, X7; \
+	VADDPS    X7, X0, X0

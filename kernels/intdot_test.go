@@ -101,31 +101,30 @@ func refQuantize(x []float32) (q []int8, d, bs []float32) {
 
 // refIntDot is the integer-dot order of intdot.go written element by element.
 func refIntDot(w *tensor.Tensor, r int, q []int8, d, bs []float32) float32 {
-	var lane [32]float32
+	unit := 32
+	if w.Type == tensor.Q6_K {
+		unit = 16
+	}
+	var lane [4]float32
 	var mins [8]float32
-	for b := 0; b < w.Cols/32; b++ {
-		for i := 0; i < 8; i++ {
-			var l int32
-			var W float32
-			for k := 0; k < 4; k++ {
-				e := 32*b + 4*i + k
-				c, we, _ := refCode(w, r, e)
-				l += c * int32(q[e])
-				W = we
-			}
-			p := float32(l) * float32(W*d[b])
-			lane[(b%4)*8+i] += p
+	for u := 0; u < w.Cols/unit; u++ {
+		var l int32
+		var W float32
+		for e := unit * u; e < unit*(u+1); e++ {
+			c, we, _ := refCode(w, r, e)
+			l += c * int32(q[e])
+			W = we
 		}
-		if w.Type == tensor.Q4_K {
+		b := unit * u / 32
+		lane[u%4] += float32(float32(l) * float32(W*d[b])) // conversions: no FMA
+	}
+	if w.Type == tensor.Q4_K {
+		for b := 0; b < w.Cols/32; b++ {
 			_, _, M := refCode(w, r, 32*b)
-			mins[b%8] += float32(M*d[b]) * bs[b]
+			mins[b%8] += float32(float32(M*d[b]) * bs[b])
 		}
 	}
-	var v [8]float32
-	for i := range v {
-		v[i] = (lane[i] + lane[i+8]) + (lane[i+16] + lane[i+24])
-	}
-	s := ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]))
+	s := (lane[0] + lane[2]) + (lane[1] + lane[3])
 	if w.Type == tensor.Q4_K {
 		s -= ((mins[0] + mins[4]) + (mins[2] + mins[6])) + ((mins[1] + mins[5]) + (mins[3] + mins[7]))
 	}

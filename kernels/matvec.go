@@ -117,11 +117,7 @@ func MatMuls(ps []Product, x []float32, n int) {
 	if quant {
 		j.xq = getActQ(n, cols)
 		j.xq.quantize(x)
-		defer putActQ(j.xq)
-		if n >= gemmGroup && gemmIntOK() {
-			j.xp = packGEMM(j.xq)
-			defer gemmPackedPool.Put(j.xp)
-		}
+		defer j.release()
 	}
 	threads := Threads()
 	if threads == 1 || elems < serialElems {
@@ -129,6 +125,16 @@ func MatMuls(ps []Product, x []float32, n int) {
 		return
 	}
 	j.parallel(threads)
+}
+
+// release returns the job's quantized and packed vectors to their pools.
+func (j *job) release() {
+	putActQ(j.xq)
+	for _, p := range j.xp {
+		if p != nil {
+			gemmPackedPool.Put(p)
+		}
+	}
 }
 
 // product is one matrix of a job.
@@ -233,9 +239,10 @@ func (j *job) parallel(n int) {
 type job struct {
 	ps        [maxProducts]product
 	np        int
-	x         []float32   // tokens vectors of cols
-	xq        *actQ       // x quantized, when a product uses integer dots
-	xp        *gemmPacked // xq packed for the integer GEMM kernel, or nil
+	x         []float32      // tokens vectors of cols
+	xq        *actQ          // x quantized, when a product uses integer dots
+	xp        [2]*gemmPacked // xq packed for the integer GEMM (units of 32, 16), when used
+	packOnce  [2]sync.Once
 	tokens    int
 	cols      int
 	chunks    int
