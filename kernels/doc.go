@@ -25,6 +25,6 @@
 // when present, else AVX2, else pure Go. SEAM_SIMD=none|avx2|avx512 caps the
 // level; the build tag purego removes the assembly; other architectures
 // always run pure Go. Products split rows across a persistent pool of
-// goroutines when the matrix is large enough to gain from it, and batches of
-// 8 or more vectors use register tiles of one row by 8 vectors (gemm.go).
+// goroutines when the matrix is large enough to gain from it, and batches
+// use register tiles over several rows and vectors (gemm.go).
 package kernels

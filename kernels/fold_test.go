@@ -220,6 +220,36 @@ func TestAsmFoldsMatchCanonical(t *testing.T) {
 	}
 }
 
+// The integer-dot order's fold of its 4 lanes (HSUM4), interpreted the same
+// way.
+func TestAsmIntFoldMatchesOrder(t *testing.T) {
+	prog := asmMacro(t, "intdot_amd64.h", "HSUM4")
+	rng := rand.New(rand.NewPCG(43, 43))
+	for _, c := range foldCases(rng, 2000) {
+		var m vm
+		copy(m.z[0][:4], c[:4])
+		for _, ins := range prog {
+			if err := m.exec(ins); err != nil {
+				t.Fatalf("HSUM4: %v", err)
+			}
+		}
+		l := [4]float32{c[0], c[1], c[2], c[3]}
+		if got, want := m.z[0][0], fold4(&l); !sameBits(got, want) {
+			t.Fatalf("HSUM4 gives %v for lanes %v; the order's fold gives %v", got, l, want)
+		}
+	}
+	// The order-sensitive case: (1e8 + -1e8) + (1 + 0) = 1; pairing lanes
+	// 0 and 1 first would give (1e8 + 1) + (-1e8) = 0.
+	var m vm
+	copy(m.z[0][:4], []float32{1e8, 1, -1e8, 0})
+	for _, ins := range prog {
+		m.exec(ins)
+	}
+	if m.z[0][0] != 1 {
+		t.Fatalf("HSUM4 of [1e8 1 -1e8 0] = %v, want 1", m.z[0][0])
+	}
+}
+
 // The interpreter itself: a fold with its halves paired wrongly must fail.
 func TestFoldInterpreterCatchesAWrongFold(t *testing.T) {
 	wrong := []string{
