@@ -277,7 +277,7 @@ func newSentencePieceGGUF(v *GGUFVocab, name string) (*SentencePiece, error) {
 	var specials []special
 	for id, ty := range t.types {
 		if ty == TypeControl || ty == TypeUserDefined || ty == TypeUnknown {
-			specials = append(specials, special{text: v.Tokens[id], id: id})
+			specials = append(specials, special{text: v.Tokens[id], id: id, plain: ty == TypeUserDefined})
 		}
 	}
 	t.specials = newSpecialSet(specials, false)
@@ -355,8 +355,9 @@ func newBPEGGUF(v *GGUFVocab, name string) (*BPE, error) {
 		src: Spec{Kind: SpecGGUF, GGUF: v},
 	}
 	for id, ty := range types {
-		if ty == TypeControl || ty == TypeUserDefined || ty == TypeUnknown || forcedControl(v.Tokens[id]) {
-			c.specials = append(c.specials, special{text: v.Tokens[id], id: id})
+		forced := forcedControl(v.Tokens[id])
+		if ty == TypeControl || ty == TypeUserDefined || ty == TypeUnknown || forced {
+			c.specials = append(c.specials, special{text: v.Tokens[id], id: id, plain: ty == TypeUserDefined && !forced})
 		}
 	}
 	t, err := buildBPE(c)

@@ -593,7 +593,7 @@ func (h *hfFile) addedTokens(added []hfAddedToken) error {
 		if a.Normalized && (h.cfg.prependMark || !norm.NFC.IsNormalString(a.Content)) {
 			return fmt.Errorf("%s: added_tokens[%d] (%q): normalized = true is not supported with this normalizer", h.name, i, a.Content)
 		}
-		h.cfg.specials = append(h.cfg.specials, special{text: a.Content, id: a.ID, lstrip: a.LStrip, rstrip: a.RStrip})
+		h.cfg.specials = append(h.cfg.specials, special{text: a.Content, id: a.ID, lstrip: a.LStrip, rstrip: a.RStrip, plain: !a.Special})
 	}
 	return nil
 }
