@@ -104,17 +104,12 @@ func TestMain(m *testing.M) {
 }
 
 type llamaRequest struct {
-	Model      string        `json:"model"`
-	Texts      []string      `json:"texts,omitempty"`
-	Special    bool          `json:"special"`
-	TextsPlain []string      `json:"texts_plain,omitempty"`
-	Detokenize [][]int       `json:"detokenize,omitempty"`
-	Bench      *benchRequest `json:"bench,omitempty"`
-}
-
-type benchRequest struct {
-	Text   string `json:"text"`
-	Rounds int    `json:"rounds"`
+	Model      string    `json:"model"`
+	Texts      []string  `json:"texts,omitempty"`
+	Special    bool      `json:"special"`
+	TextsPlain []string  `json:"texts_plain,omitempty"`
+	Detokenize [][]int   `json:"detokenize,omitempty"`
+	Bench      *benchReq `json:"bench,omitempty"`
 }
 
 type llamaResponse struct {

@@ -39,15 +39,19 @@ func loadHFFamily(t testing.TB, family string) *BPE {
 }
 
 type refRequest struct {
-	Dir              string   `json:"dir"`
-	Texts            []string `json:"texts,omitempty"`
-	AddSpecialTokens bool     `json:"add_special_tokens"`
-	Decode           [][]int  `json:"decode,omitempty"`
-	Bench            *struct {
-		Text   string `json:"text"`
-		Rounds int    `json:"rounds"`
-	} `json:"bench,omitempty"`
+	Dir              string    `json:"dir"`
+	Texts            []string  `json:"texts,omitempty"`
+	AddSpecialTokens bool      `json:"add_special_tokens"`
+	Decode           [][]int   `json:"decode,omitempty"`
+	Bench            *benchReq `json:"bench,omitempty"`
 }
+
+type benchReq struct {
+	Text   string `json:"text"`
+	Rounds int    `json:"rounds"`
+}
+
+func tokDir(t testing.TB, family string) string { return testmodels.TokenizerDir(t, family) }
 
 type refResponse struct {
 	IDs     [][]int  `json:"ids"`
