@@ -386,13 +386,8 @@ func (h *hfFile) ggufVocab() (*GGUFVocab, error) {
 		BOS: c.bos, EOS: c.eos, UNK: -1, EOT: -1, EOM: -1,
 		AddBOS: c.addBOS, AddEOS: h.addEOS, ChatTemplate: h.chatTemplate,
 	}
-	for id, s := range c.tokens {
-		ty := c.types[id]
-		if ty == TypeUnused && s == "" {
-			s = fmt.Sprintf("[PAD%d]", id)
-		}
-		v.Tokens[id], v.Types[id] = s, ty
-	}
+	copy(v.Tokens, c.tokens)
+	copy(v.Types, c.types)
 	if c.byteLevel {
 		v.Model, v.Pre = "gpt2", h.pre
 		if want := h.pre == preLlama3.name; c.ignoreMerges != want {

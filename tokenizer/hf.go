@@ -43,8 +43,7 @@ func LoadHF(path string) (*BPE, error) {
 // converter writes it: byte-level vocabularies as model "gpt2" with their
 // pre-tokenizer name and merges, SentencePiece-style ones as model "llama"
 // with scores (minus the merge rank that forms each piece). Added tokens
-// become control (special) or user-defined (other) tokens; ids the files
-// leave unused become "[PAD<id>]" tokens of type unused.
+// become control (special) or user-defined (other) tokens.
 func ReadHFVocab(dir string) (*GGUFVocab, error) {
 	tokPath, cfgPath, err := hfPaths(dir)
 	if err != nil {
@@ -293,7 +292,7 @@ func parseMerges(raw json.RawMessage) ([][2]string, error) {
 // vocab lays out the ids: model.vocab, then the added tokens, which may also
 // be in model.vocab with the same id.
 func (h *hfFile) vocab(m *hfModel, added []hfAddedToken) error {
-	size := 0
+	size, entries := 0, len(m.Vocab)+len(added)
 	for tok, id := range m.Vocab {
 		if id < 0 || id >= maxVocab {
 			return fmt.Errorf("%s: model.vocab[%q] = %d, outside [0, %d)", h.name, tok, id, maxVocab)
@@ -305,6 +304,9 @@ func (h *hfFile) vocab(m *hfModel, added []hfAddedToken) error {
 			return fmt.Errorf("%s: added_tokens[%d] (%q): id %d outside [0, %d)", h.name, i, a.Content, a.ID, maxVocab)
 		}
 		size = max(size, a.ID+1)
+	}
+	if size > entries {
+		return fmt.Errorf("%s: model.vocab and added_tokens hold %d entries but ids reach %d: ids must be contiguous", h.name, entries, size-1)
 	}
 	c := &h.cfg
 	c.tokens = make([]string, size)
@@ -334,7 +336,7 @@ func (h *hfFile) vocab(m *hfModel, added []hfAddedToken) error {
 	}
 	for id := range set {
 		if !set[id] {
-			c.types[id] = TypeUnused // a hole: no text can produce it
+			return fmt.Errorf("%s: no token has id %d: ids must be contiguous", h.name, id)
 		}
 	}
 	if m.UnkToken != nil {
