@@ -9,7 +9,11 @@
 import { readFileSync } from "node:fs";
 import { getLlama } from "node-llama-cpp";
 
-const req = JSON.parse(readFileSync(0, "utf8"));
+// Read standard input as a stream: readFileSync(0) fails with EAGAIN when
+// the pipe is non-blocking.
+const chunks = [];
+for await (const chunk of process.stdin) chunks.push(chunk);
+const req = JSON.parse(Buffer.concat(chunks).toString("utf8"));
 const llama = await getLlama({ gpu: false, build: "never", logLevel: "error" });
 const model = await llama.loadModel({ modelPath: req.model, vocabOnly: true });
 const out = {};

@@ -10,7 +10,11 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { TokenizerLoader } from "@lenml/tokenizers";
 
-const req = JSON.parse(readFileSync(0, "utf8"));
+// Read standard input as a stream: readFileSync(0) fails with EAGAIN when
+// the pipe is non-blocking.
+const chunks = [];
+for await (const chunk of process.stdin) chunks.push(chunk);
+const req = JSON.parse(Buffer.concat(chunks).toString("utf8"));
 const tokenizerJSON = JSON.parse(readFileSync(join(req.dir, "tokenizer.json"), "utf8"));
 let tokenizerConfig = {};
 try {

@@ -63,3 +63,40 @@ func BenchmarkEncode1MB(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkEncodeGGUFVsLlamaCpp tokenizes the same 1 MB with the GGUF files
+// written from each family, in Seam and in llama.cpp (reported as
+// llamacpp-MB/s: timed before and after Seam's loop, 3 rounds each after a
+// discarded warm-up; special tokens not parsed on either side, the text has
+// none).
+func BenchmarkEncodeGGUFVsLlamaCpp(b *testing.B) {
+	text := benchText()
+	for _, fam := range families {
+		b.Run(fam, func(b *testing.B) {
+			path, tok := loadGGUFFamily(b, fam)
+			var ref []float64
+			nodeRun := func() {
+				resp := runLlama(b, llamaRequest{Model: path, Bench: &benchReq{Text: text, Rounds: 3}})
+				ref = append(ref, resp.Bench.Seconds...)
+			}
+			nodeRun()
+			var ids []int
+			b.SetBytes(int64(len(text)))
+			b.ResetTimer()
+			for b.Loop() {
+				ids = tok.EncodeWith(text, EncodeOptions{Literal: []Span{{0, len(text)}}})
+			}
+			b.StopTimer()
+			nodeRun()
+			resp := runLlama(b, llamaRequest{TextsPlain: []string{text}, Model: path})
+			if !slices.Equal(ids, resp.IDsPlain[0]) {
+				b.Fatalf("ids of the 1 MB text differ from llama.cpp")
+			}
+			var sum float64
+			for _, s := range ref {
+				sum += s
+			}
+			b.ReportMetric(float64(len(text))/1e6/(sum/float64(len(ref))), "llamacpp-MB/s")
+		})
+	}
+}

@@ -60,11 +60,46 @@ func (t *SentencePiece) EncodeWith(text string, opt EncodeOptions) []int {
 		if prevSpecial && !t.noPrefix {
 			frag = " " + frag
 		}
-		ids = append(ids, t.merge(t.symbols(frag))...)
+		ids = t.encodeFragment(frag, ids)
 		prevSpecial = false
 	}
 	if opt.EOS {
 		ids = append(ids, t.eos)
+	}
+	return ids
+}
+
+// encodeFragment merges a text fragment. When no matchable piece holds a
+// space after another character, no merge can cross such a place, so the
+// fragment is merged word by word (words cached); otherwise as a whole.
+func (t *SentencePiece) encodeFragment(s string, ids []int) []int {
+	if !t.wordSplit {
+		return append(ids, t.merge(t.symbols(s))...)
+	}
+	start := 0
+	for i := 1; i < len(s); i++ {
+		if s[i] == ' ' && s[i-1] != ' ' {
+			ids = t.encodeWord(s[start:i], ids)
+			start = i
+		}
+	}
+	return t.encodeWord(s[start:], ids)
+}
+
+func (t *SentencePiece) encodeWord(w string, ids []int) []int {
+	cacheable := len(w) <= cacheWordLen
+	if cacheable {
+		if cached, ok := t.cache.get(w); ok {
+			for _, id := range cached {
+				ids = append(ids, int(id))
+			}
+			return ids
+		}
+	}
+	start := len(ids)
+	ids = append(ids, t.merge(t.symbols(w))...)
+	if cacheable {
+		t.cache.put(w, ids[start:])
 	}
 	return ids
 }
