@@ -106,6 +106,10 @@ func FuzzParseTokenizer(f *testing.F) {
 		f.Add(data, 48)
 	}
 	f.Add([]byte(`{"piece_encoding":"utf8","pieces":["a"],"scores":[0],"types":null,"bos":0,"eos":0}`), 1)
+	if data, err := encodeTokenizerSpec(smallGGUFSpec()); err == nil {
+		f.Add(data, 258)
+	}
+	f.Add([]byte(`{"version":2,"kind":"hf","hf":{"tokenizer":{"model":{"type":"BPE","vocab":{"a":0},"merges":[]}},"config":null}}`), 1)
 	f.Add([]byte(`{"piece_encoding":"base64","pieces":["!!"],"scores":[0],"types":[9],"bos":5,"eos":0}`), 1)
 	f.Fuzz(func(t *testing.T, data []byte, vocab int) {
 		tok, err := parseTokenizer(data, vocab)
