@@ -200,6 +200,8 @@ func TestGGUFBadInput(t *testing.T) {
 		{"merge names a missing token", func(m map[string]any) { m[KeyMerges] = append(append([]string{}, merges...), "q zz") }, `tokenizer.ggml.merges[4] ("q" "zz")`},
 		{"missing merges", func(m map[string]any) { delete(m, KeyMerges) }, "tokenizer.ggml.merges: missing"},
 		{"unknown key", func(m map[string]any) { m["tokenizer.ggml.new_knob"] = true }, "tokenizer.ggml.new_knob: key not understood"},
+		{"space prefix on gpt2", func(m map[string]any) { m[KeyAddSpacePrefix] = true }, "tokenizer.ggml.add_space_prefix: true is not supported"},
+		{"extra whitespace removal", func(m map[string]any) { m["tokenizer.ggml.remove_extra_whitespaces"] = true }, "tokenizer.ggml.remove_extra_whitespaces: only false"},
 		{"add_bos without bos", func(m map[string]any) { delete(m, KeyAddBOS) }, "tokenizer.ggml.add_bos_token: true, but the file has no tokenizer.ggml.bos_token_id"},
 	}
 	for _, c := range cases {

@@ -200,6 +200,9 @@ func ReadGGUFVocab(f *gguf.File) (*GGUFVocab, error) {
 			return nil, err
 		}
 	}
+	if v.Model == "gpt2" && v.AddSpacePrefix {
+		return nil, fail(KeyAddSpacePrefix, "true is not supported for a gpt2 vocabulary")
+	}
 	if v.AddBOS && v.BOS < 0 {
 		return nil, fail(KeyAddBOS, "true, but the file has no %s", KeyBOS)
 	}
