@@ -65,8 +65,8 @@ func writeAll(b *container.Builder, m *loader.Model) error {
 	for i := range w.Layers {
 		l := &w.Layers[i]
 		var ts []named
-		for j, t := range l.Tensors() {
-			ts = append(ts, named{model.LayerRoles[j], t})
+		for j, t := range l.TensorsOf(&w.Config) {
+			ts = append(ts, named{w.Config.LayerRoles()[j], t})
 		}
 		if err := segment(b, container.LayerSegment(i), ts); err != nil {
 			return err
@@ -102,6 +102,11 @@ func segment(b *container.Builder, name string, ts []named) error {
 		if err := b.AddTensor(n.t.Name, n.role, n.t); err != nil {
 			return fmt.Errorf("segment %s, tensor %s: %w", name, n.t.Name, err)
 		}
+		if n.role == model.RoleRopeFreqs {
+			// Shared by every layer, and possibly computed in memory from
+			// metadata: releasing heap pages would zero them.
+			continue
+		}
 		mapped.Release(n.t.Data)
 		mapped.Release(n.t.Scales)
 	}
@@ -113,7 +118,7 @@ func totalBytes(w *model.Weights) int64 {
 	add := func(t *tensor.Tensor) { n += int64(len(t.Data) + len(t.Scales)) }
 	add(&w.Embedding)
 	for i := range w.Layers {
-		for _, t := range w.Layers[i].Tensors() {
+		for _, t := range w.Layers[i].TensorsOf(&w.Config) {
 			add(t)
 		}
 	}
