@@ -73,13 +73,22 @@ func ropeFactor64(freq float64, s model.Llama3Scaling) float64 {
 }
 
 func (r *reference) step(token, pos int) []float64 {
+	return matvec(&r.w.Output, r.hidden(token, pos))
+}
+
+// hidden runs the layers on token at pos and returns the final-normed
+// hidden state, which the classifier rows multiply.
+func (r *reference) hidden(token, pos int) []float64 {
 	c := r.w.Config
 	hd := c.Dim / c.NHeads
 	if c.HeadSize != 0 {
 		hd = c.HeadSize
 	}
-	emb := f64(&r.w.Embedding)
-	x := append([]float64(nil), emb[token*c.Dim:(token+1)*c.Dim]...)
+	emb := tensor.AsF32(r.w.Embedding.Data)[token*c.Dim : (token+1)*c.Dim]
+	x := make([]float64, c.Dim)
+	for i, v := range emb {
+		x[i] = float64(v)
+	}
 	rot := func(v []float64) {
 		half := c.RopeDim / 2
 		for h := 0; h < len(v); h += hd {
@@ -168,7 +177,7 @@ func (r *reference) step(token, pos int) []float64 {
 			x[i] += d[i]
 		}
 	}
-	return matvec(&r.w.Output, rms(x, &r.w.FinalNorm, float64(c.NormEps)))
+	return rms(x, &r.w.FinalNorm, float64(c.NormEps))
 }
 
 func run(t *testing.T, m *model.Model, first, last int, tokens []int) [][]float32 {
