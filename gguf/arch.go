@@ -459,7 +459,7 @@ func (f *File) LlamaWeights() (*model.Weights, error) {
 		l := &w.Layers[i]
 		for _, role := range c.LayerRoles() {
 			if role == model.RoleRopeFreqs && factors != nil {
-				l.RopeFreqs = tensor.Tensor{Name: "rope_freqs (from rope.scaling.* keys)", Type: tensor.F32,
+				l.RopeFreqs = tensor.Tensor{Name: "rope_freqs from rope.scaling keys", Type: tensor.F32,
 					Rows: 1, Cols: len(factors), Data: tensor.BytesOfF32(factors)}
 				continue
 			}
