@@ -18,6 +18,7 @@ import (
 	"github.com/seamlm/seam/sample"
 	"github.com/seamlm/seam/synth"
 	"github.com/seamlm/seam/tensor"
+	"github.com/seamlm/seam/tokenizer"
 )
 
 // Parity with llama.cpp (node-llama-cpp 3.21.1, reference/llamacpp.mjs) on
@@ -175,7 +176,7 @@ func seamRun(path string, tokens []int, n int) ([][]float32, []int, error) {
 
 // parityTokens is BOS (when the vocabulary adds one) and then pseudo-random
 // ids among the first 100000, fixed by seed.
-func parityTokens(v *synth.Vocab, seed uint64) []int {
+func parityTokens(v *tokenizer.GGUFVocab, seed uint64) []int {
 	rng := rand.New(rand.NewPCG(seed, 1))
 	var out []int
 	if v.AddBOS && v.BOS >= 0 {
@@ -232,7 +233,7 @@ func TestParityWithLlamaCpp(t *testing.T) {
 	testmodels.ReferenceDir(t) // skip (or fail in CI) before the work when node is absent
 	dir := t.TempDir()
 	start := time.Now()
-	vocabs := map[string]*synth.Vocab{testmodels.Llama3: nil, testmodels.Qwen3: nil}
+	vocabs := map[string]*tokenizer.GGUFVocab{testmodels.Llama3: nil, testmodels.Qwen3: nil}
 	tokDirs := map[string]string{}
 	for name := range vocabs {
 		tokDirs[name] = testmodels.TokenizerDir(t, name)
@@ -240,7 +241,7 @@ func TestParityWithLlamaCpp(t *testing.T) {
 	var mu sync.Mutex
 	err := parallel(len(vocabs), func(i int) error {
 		name := []string{testmodels.Llama3, testmodels.Qwen3}[i]
-		v, err := synth.ReadVocab(tokDirs[name])
+		v, err := tokenizer.ReadHFVocab(tokDirs[name])
 		mu.Lock()
 		vocabs[name] = v
 		mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"github.com/seamlm/seam/gguf"
 	"github.com/seamlm/seam/model"
 	"github.com/seamlm/seam/tensor"
+	"github.com/seamlm/seam/tokenizer"
 )
 
 // Archs are the --arch values of ArchConfig: Llama 3 and Qwen 2 / 3 shapes.
@@ -111,10 +112,10 @@ func addArchMetadata(gw *gguf.Writer, arch string, cfg *model.Config) error {
 
 // ArchFile describes a synthetic GGUF of a real family's architecture.
 type ArchFile struct {
-	Arch     string       // one of Archs
-	Vocab    *Vocab       // nil: a synthetic 512-piece SentencePiece vocabulary
-	DType    tensor.DType // every matrix, the embedding and the classifier; default Q8_0
-	Layers   int          // 0: ArchConfig's 4
+	Arch     string               // one of Archs
+	Vocab    *tokenizer.GGUFVocab // nil: a synthetic 512-piece SentencePiece vocabulary
+	DType    tensor.DType         // every matrix, the embedding and the classifier; default Q8_0
+	Layers   int                  // 0: ArchConfig's 4
 	Seed     uint64
 	LogitStd float64 // see GGUFOptions.LogitStd
 	Progress func(done, total int64)

@@ -12,6 +12,7 @@ import (
 	"github.com/seamlm/seam/internal/half"
 	"github.com/seamlm/seam/model"
 	"github.com/seamlm/seam/tensor"
+	"github.com/seamlm/seam/tokenizer"
 )
 
 // GGUFOptions chooses what a synthetic GGUF file holds.
@@ -23,7 +24,7 @@ type GGUFOptions struct {
 	// Vocab, when set, is written as the tokenizer.ggml.* metadata and must
 	// have cfg.VocabSize tokens; otherwise a synthetic SentencePiece
 	// vocabulary (see Tokenizer) is.
-	Vocab *Vocab
+	Vocab *tokenizer.GGUFVocab
 	// Matrices is the type of each layer's seven matrices: Q8_0, Q4_K, F16
 	// or F32. The zero value (tensor.Invalid) means Q8_0.
 	Matrices tensor.DType
@@ -284,12 +285,12 @@ func WriteGGUF(w io.Writer, cfg model.Config, opts GGUFOptions) error {
 
 // addVocab adds the tokenizer.ggml.* keys: v's, or for nil the synthetic
 // SentencePiece vocabulary of cfg.VocabSize pieces.
-func addVocab(gw *gguf.Writer, cfg *model.Config, v *Vocab) error {
+func addVocab(gw *gguf.Writer, cfg *model.Config, v *tokenizer.GGUFVocab) error {
 	if v != nil {
 		if len(v.Tokens) != cfg.VocabSize {
 			return fmt.Errorf("vocabulary has %d tokens, the model %d", len(v.Tokens), cfg.VocabSize)
 		}
-		return v.addTo(gw)
+		return v.AddTo(gw)
 	}
 	tok, err := Tokenizer(cfg.VocabSize)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/seamlm/seam/model"
 	"github.com/seamlm/seam/synth"
 	"github.com/seamlm/seam/tensor"
+	"github.com/seamlm/seam/tokenizer"
 	"github.com/spf13/cobra"
 )
 
@@ -73,7 +74,7 @@ func synthArch(cmd *cobra.Command, arch, vocabDir, out, dtype string, layers int
 	}
 	a := synth.ArchFile{Arch: arch, DType: dt, Layers: layers, Seed: seed, LogitStd: logitStd}
 	if vocabDir != "" {
-		if a.Vocab, err = synth.ReadVocab(vocabDir); err != nil {
+		if a.Vocab, err = tokenizer.ReadHFVocab(vocabDir); err != nil {
 			return fmt.Errorf("--vocab: %w", err)
 		}
 	}
