@@ -192,8 +192,8 @@ func parityTokens(v *tokenizer.GGUFVocab, seed uint64) []int {
 // measurements, run on an x86-64 with AVX2 and AVX-512, are in the comments;
 // they are deterministic for the pinned llama.cpp and fixed seeds).
 //
-// f32: Seam computes within 6e-6 of an exact (float64) forward pass, but
-// llama.cpp 3.21.1's CPU build deviates from it by up to ~4e-3 in logits
+// f32: Seam computes within 7e-6 of an exact (float64) forward pass, but
+// llama.cpp 3.21.1's CPU build deviates from it by up to ~5e-3 in logits
 // already at position 0 (checkExact), so KL is ~1e-6 rather than ~1e-12.
 // KL is over llama.cpp's top 256 tokens, which hold at least 95% of the
 // probability, both distributions renormalised over them.
@@ -206,8 +206,8 @@ func parityTokens(v *tokenizer.GGUFVocab, seed uint64) []int {
 // models).
 var parityBounds = map[string]map[tensor.DType]struct{ maxKL, meanKL, minTop1 float64 }{
 	"llama3": {
-		tensor.F32:  {7e-6, 9e-7, 0.98},   // measured KL max 3.50e-6, mean 4.20e-7, top-1 1
-		tensor.Q8_0: {1.1e-2, 4e-3, 0.93}, // 5.52e-3, 1.97e-3, 0.969
+		tensor.F32:  {7e-6, 9e-7, 0.98},   // measured KL max 2.39e-6, mean 3.41e-7, top-1 1
+		tensor.Q8_0: {1.1e-2, 4e-3, 0.92}, // 5.73e-3, 1.94e-3, 0.961
 	},
 	"qwen2": {
 		tensor.F32:  {4e-6, 9e-7, 0.98},     // 2.01e-6, 4.61e-7, 1
@@ -335,7 +335,7 @@ func TestParityWithLlamaCpp(t *testing.T) {
 // checkExact compares, at position 0 of the llama3 f32 case, Seam's and
 // llama.cpp's logits (relative to llama.cpp's top token, over its top 256)
 // with an exact float64 forward pass: the f32 gap is llama.cpp's. Measured:
-// Seam 5.9e-6, llama.cpp 4.1e-3.
+// Seam 6.3e-6, llama.cpp 4.4e-3.
 func checkExact(t *testing.T, pc *parityCase, r *llamacppResult) {
 	f, err := gguf.Open(pc.path)
 	if err != nil {
@@ -366,7 +366,7 @@ func checkExact(t *testing.T, pc *parityCase, r *llamacppResult) {
 	}
 	t.Logf("%s %s position 0, logits relative to the top token against float64: Seam within %.2g, llama.cpp within %.2g", pc.arch, pc.dtype, seamErr, cppErr)
 	if seamErr > 2e-5 {
-		t.Errorf("Seam's logits differ from the exact forward pass by %.3g (measured 5.9e-6)", seamErr)
+		t.Errorf("Seam's logits differ from the exact forward pass by %.3g (measured 6.3e-6)", seamErr)
 	}
 }
 
