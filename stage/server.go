@@ -52,6 +52,7 @@ type Server struct {
 	listeners []net.Listener
 	closed    bool
 	wg        sync.WaitGroup
+	stats     counters // reported to heads that ping (stats.go)
 }
 
 // New returns a stage for cfg.
