@@ -29,7 +29,7 @@ Models: GGUF files, llama2.c checkpoints, or Seam container directories
 		},
 	}
 	root.PersistentFlags().BoolVarP(&verbose, "verbose", "v", false, "log progress and timings to stderr")
-	root.AddCommand(newRunCmd(), newScoreCmd(), newDemoCmd(), newImportCmd(), newVerifyCmd(), newInspectCmd(), newServeCmd(), newSynthCmd())
+	root.AddCommand(newRunCmd(), newScoreCmd(), newDemoCmd(), newImportCmd(), newVerifyCmd(), newInspectCmd(), newServeCmd(), newSynthCmd(), newAPICmd())
 	root.AddCommand(codecCommands()...)
 	bench := &cobra.Command{Use: "bench", Short: "Measure Seam's speed: imports, stage links, decode", Args: cobra.NoArgs}
 	bench.AddCommand(newBenchSplitCmd())
