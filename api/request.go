@@ -94,7 +94,7 @@ func jsonError(where string, err error) *apiError {
 	var se *json.SyntaxError
 	switch {
 	case errors.As(err, &te):
-		field := te.Field
+		field := strings.TrimPrefix(te.Field, "common.") // the embedded struct's name is not the client's
 		if where != "" {
 			field = strings.TrimSuffix(where+"."+field, ".")
 		}
