@@ -127,7 +127,11 @@ func TestAdmission(t *testing.T) {
 			codes[i] = resp.StatusCode
 		}()
 	}
-	waitFor(t, func() bool { s.admit.mu.Lock(); defer s.admit.mu.Unlock(); return s.admit.waiting == 1 && len(s.admit.slots) == 1 })
+	waitFor(t, func() bool {
+		s.admit.mu.Lock()
+		defer s.admit.mu.Unlock()
+		return s.admit.waiting == 1 && len(s.admit.slots) == 1
+	})
 	resp, body := post(t, hs.URL, "/v1/completions", `{"model":"fake","prompt":"x","max_tokens":2}`)
 	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" || !strings.Contains(body, "--max-concurrent 1, --queue 1") {
 		t.Errorf("third request: %d %s", resp.StatusCode, body)

@@ -16,7 +16,9 @@ type StageError struct {
 	Err   error
 }
 
-func (e *StageError) Error() string { return fmt.Sprintf("stage %d (%s): %v", e.Index+1, e.Addr, e.Err) }
+func (e *StageError) Error() string {
+	return fmt.Sprintf("stage %d (%s): %v", e.Index+1, e.Addr, e.Err)
+}
 func (e *StageError) Unwrap() error { return e.Err }
 
 // ErrNoPing: the stage speaks a protocol generation without Ping frames,
