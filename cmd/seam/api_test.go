@@ -82,7 +82,7 @@ type openaiRun struct {
 		Text, Finish, Object string
 		Usage                usageJSON
 	}
-	Stop     struct{ Text, Finish string }
+	Stop      struct{ Text, Finish string }
 	MaxTokens struct {
 		Finish string
 		Usage  usageJSON
@@ -105,7 +105,7 @@ type openaiRun struct {
 		Text     string
 		Logprobs struct {
 			Tokens        []string
-			TokenLogprobs []float64 `json:"token_logprobs"`
+			TokenLogprobs []float64            `json:"token_logprobs"`
 			TopLogprobs   []map[string]float64 `json:"top_logprobs"`
 		}
 	} `json:"legacyLogprobs"`
