@@ -22,7 +22,7 @@ type metrics struct {
 	ttft, itl        prometheus.Histogram
 	active, queued   prometheus.Gauge
 	rejected         prometheus.Counter
-	generated        atomic.Uint64 // completionTokens, readable for the status page
+	sampled          atomic.Uint64 // tokens sampled so far, counted as they come (the page's live tok/s)
 }
 
 // latency buckets from 1 ms to about 33 s.
@@ -52,20 +52,23 @@ func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 }
 
-func (m *metrics) completed(n int) {
-	m.completionTokens.Add(float64(n))
-	m.generated.Add(uint64(n))
-}
+func (m *metrics) completed(n int) { m.completionTokens.Add(float64(n)) }
 
 func (m *metrics) request(endpoint string, status int) {
 	m.requests.WithLabelValues(endpoint, strconv.Itoa(status)).Inc()
 }
 
 // FirstToken implements scheduler.Observer.
-func (m *metrics) FirstToken(d time.Duration) { m.ttft.Observe(d.Seconds()) }
+func (m *metrics) FirstToken(d time.Duration) {
+	m.ttft.Observe(d.Seconds())
+	m.sampled.Add(1)
+}
 
 // NextToken implements scheduler.Observer.
-func (m *metrics) NextToken(d time.Duration) { m.itl.Observe(d.Seconds()) }
+func (m *metrics) NextToken(d time.Duration) {
+	m.itl.Observe(d.Seconds())
+	m.sampled.Add(1)
+}
 
 // topologyCollector reads the engine's view of its stages at scrape time.
 type topologyCollector struct{ engine scheduler.Engine }

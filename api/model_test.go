@@ -127,7 +127,7 @@ func serveWhole(t testing.TB, m *loader.Model) (*api.Server, string) {
 func serve(t testing.TB, m *loader.Model, e scheduler.Engine) (*api.Server, string) {
 	t.Helper()
 	s, err := api.New(api.Config{Engine: e, Tokenizer: m.Tokenizer, ContextLen: m.Weights.Config.SeqLen, ModelName: "stories260K",
-		MaxConcurrent: 32, Queue: 8, Logger: quiet})
+		ModelInfo: m.Weights.Config.String(), MaxConcurrent: 32, Queue: 8, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

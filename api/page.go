@@ -28,19 +28,19 @@ func pageHandler() http.Handler {
 
 // statusJSON is what the page polls at /status.
 type statusJSON struct {
-	Model           string         `json:"model"`
-	Info            string         `json:"info"`
-	ContextLen      int            `json:"context_length"`
-	UptimeSeconds   float64        `json:"uptime_seconds"`
-	Ready           bool           `json:"ready"`
-	Error           string         `json:"error,omitempty"`
-	Active          int            `json:"active_requests"`
-	Queued          int            `json:"queued_requests"`
-	MaxConcurrent   int            `json:"max_concurrent"`
-	Queue           int            `json:"queue"`
-	GeneratedTokens uint64         `json:"completion_tokens_total"`
-	Stages          []stageJSON    `json:"stages"`
-	Boundaries      []boundaryJSON `json:"boundaries"`
+	Model         string         `json:"model"`
+	Info          string         `json:"info"`
+	ContextLen    int            `json:"context_length"`
+	UptimeSeconds float64        `json:"uptime_seconds"`
+	Ready         bool           `json:"ready"`
+	Error         string         `json:"error,omitempty"`
+	Active        int            `json:"active_requests"`
+	Queued        int            `json:"queued_requests"`
+	MaxConcurrent int            `json:"max_concurrent"`
+	Queue         int            `json:"queue"`
+	SampledTokens uint64         `json:"tokens_sampled_total"`
+	Stages        []stageJSON    `json:"stages"`
+	Boundaries    []boundaryJSON `json:"boundaries"`
 }
 
 type stageJSON struct {
@@ -76,7 +76,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	t := s.cfg.Engine.Topology()
 	st := statusJSON{Model: s.cfg.ModelName, Info: s.cfg.ModelInfo, ContextLen: s.cfg.ContextLen, UptimeSeconds: time.Since(s.started).Seconds(),
 		Ready: t.Err == "", Error: t.Err, MaxConcurrent: cap(s.admit.slots), Queue: s.admit.queue,
-		GeneratedTokens: s.metrics.generated.Load(), Stages: []stageJSON{}, Boundaries: []boundaryJSON{}}
+		SampledTokens: s.metrics.sampled.Load(), Stages: []stageJSON{}, Boundaries: []boundaryJSON{}}
 	st.Active = len(s.admit.slots)
 	s.admit.mu.Lock()
 	st.Queued = s.admit.waiting

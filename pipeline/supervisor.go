@@ -44,6 +44,9 @@ type Supervisor struct {
 	status  []StageStatus
 	encs    []string // encoding of each boundary between stages
 	lastIDs uint64   // token-id bytes of chains before the current one
+	head    Boundary // head -> stage 1, with its rates
+	headAt  time.Time
+	headPos uint64 // stage 1's positions at headAt
 	closed  bool
 
 	stop chan struct{}
@@ -233,10 +236,31 @@ func (s *Supervisor) record(i int, now time.Time, st wire.StageStats, rtt time.D
 			p.BytesPerSecond = float64(st.DownBytes+st.ResultBytes-p.DownBytes-p.ResultBytes) / dt
 		}
 	}
+	if i == 0 {
+		s.headRates(now, st.Positions)
+	}
 	p.Up, p.Err, p.RTT, p.at = true, "", rtt, now
 	p.computeNs, p.ComputeSeconds, p.Positions = st.ComputeNanos, float64(st.ComputeNanos)/1e9, st.Positions
 	p.DownBytes, p.ResultBytes, p.KVBytes = st.DownBytes, st.ResultBytes, st.KVBytes
 	p.Sessions, p.MaxSessions = int(st.Sessions), int(st.MaxSessions)
+}
+
+// headRates updates the head -> stage 1 boundary's rates from the token-id
+// bytes sent and the positions stage 1 computed since the last poll.
+func (s *Supervisor) headRates(now time.Time, positions uint64) {
+	ids := s.lastIDs
+	if s.chain != nil {
+		ids += s.chain.idBytes.Load()
+	}
+	if !s.headAt.IsZero() && ids >= s.head.Bytes && positions >= s.headPos {
+		if dp := positions - s.headPos; dp > 0 {
+			s.head.BytesPerToken = float64(ids-s.head.Bytes) / float64(dp)
+		}
+		if dt := now.Sub(s.headAt).Seconds(); dt > 0 {
+			s.head.BytesPerSecond = float64(ids-s.head.Bytes) / dt
+		}
+	}
+	s.head.Bytes, s.headAt, s.headPos = ids, now, positions
 }
 
 func (s *Supervisor) snapshot() []StageStatus {
@@ -296,7 +320,8 @@ func (s *Supervisor) Topology() Topology {
 		ids += s.chain.idBytes.Load()
 	}
 	n := len(s.status)
-	t.Boundaries = append(t.Boundaries, Boundary{From: "head", To: "stage 1", Encoding: "token ids", Bytes: ids})
+	t.Boundaries = append(t.Boundaries, Boundary{From: "head", To: "stage 1", Encoding: "token ids", Bytes: ids,
+		BytesPerToken: s.head.BytesPerToken, BytesPerSecond: s.head.BytesPerSecond})
 	for i, st := range s.status {
 		b := Boundary{From: fmt.Sprintf("stage %d", i+1), To: fmt.Sprintf("stage %d", i+2), Encoding: s.encs[i],
 			Bytes: st.DownBytes, BytesPerToken: st.BytesPerToken, BytesPerSecond: st.BytesPerSecond}

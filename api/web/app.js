@@ -67,7 +67,7 @@ async function poll() {
     const r = await fetch("status", { cache: "no-store" });
     const s = await r.json();
     model = s.model;
-    $("model").textContent = `${s.model} · ${s.info} · context ${s.context_length}`;
+    $("model").textContent = [s.model, s.info || `context ${s.context_length}`].filter(Boolean).join(" · ");
     const h = $("health");
     h.textContent = s.ready ? "ready" : "unavailable";
     h.className = "badge " + (s.ready ? "ok" : "bad");
@@ -76,10 +76,10 @@ async function poll() {
     const now = performance.now();
     if (last) {
       const dt = (now - last.t) / 1000;
-      const rate = dt > 0 ? (s.completion_tokens_total - last.n) / dt : 0;
+      const rate = dt > 0 ? (s.tokens_sampled_total - last.n) / dt : 0;
       $("toks").textContent = Math.max(rate, 0).toFixed(1);
     }
-    last = { t: now, n: s.completion_tokens_total };
+    last = { t: now, n: s.tokens_sampled_total };
     renderStages(s.stages);
     renderWire(s.boundaries);
     const down = $("down");
