@@ -291,3 +291,19 @@ func waitMetrics(t *testing.T, url string, want int, within time.Duration) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// Whole and split into 3 stages, the API gives the same tokens with the same
+// log-probabilities, to the last bit (the f32 wire is exact).
+func TestWholeEqualsSplit(t *testing.T) {
+	m := stories(t)
+	_, whole := serveWhole(t, m)
+	_, split := serveSplit(t, m, startStages(t, m, 3, 0), 10*time.Second)
+	body := `{"model":"stories260K","messages":[{"role":"user","content":"Tell me a story."}],"max_tokens":50,"temperature":0.7,"seed":5,"logprobs":true,"top_logprobs":4}`
+	_, a := httpPost(t, whole+"/v1/chat/completions", body)
+	_, b := httpPost(t, split+"/v1/chat/completions", body)
+	strip := regexp.MustCompile(`"(id|created)":("[^"]*"|\d+)`)
+	a, b = strip.ReplaceAllString(a, ""), strip.ReplaceAllString(b, "")
+	if a != b || !strings.Contains(a, `"top_logprobs":[{`) {
+		t.Fatalf("whole and split differ:\nwhole %s\nsplit %s", a, b)
+	}
+}

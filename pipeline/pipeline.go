@@ -399,6 +399,7 @@ func (c *Chain) NewSession(ctx context.Context) (*Session, error) {
 			return nil, err
 		}
 		if _, err := c.wait(ctx, req, ch); err != nil {
+			(&Session{chain: c, id: id}).Close() // free it on the stages that opened it
 			return nil, fmt.Errorf("opening a session: %w", err)
 		}
 	}

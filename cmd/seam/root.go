@@ -32,7 +32,7 @@ Models: GGUF files, llama2.c checkpoints, or Seam container directories
 	root.AddCommand(newRunCmd(), newScoreCmd(), newDemoCmd(), newImportCmd(), newVerifyCmd(), newInspectCmd(), newServeCmd(), newSynthCmd(), newAPICmd())
 	root.AddCommand(codecCommands()...)
 	bench := &cobra.Command{Use: "bench", Short: "Measure Seam's speed: imports, stage links, decode", Args: cobra.NoArgs}
-	bench.AddCommand(newBenchSplitCmd())
+	bench.AddCommand(newBenchSplitCmd(), newBenchAPICmd())
 	bench.AddCommand(benchCommands()...)
 	root.AddCommand(bench)
 	return root
