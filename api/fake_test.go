@@ -56,6 +56,7 @@ type fakeEngine struct {
 func (e *fakeEngine) NewSession(context.Context) (generate.Session, error) { return &fakeSess{e}, nil }
 func (e *fakeEngine) Ready(context.Context) error                          { return nil }
 func (e *fakeEngine) Topology() scheduler.Topology                         { return scheduler.Topology{} }
+func (e *fakeEngine) Refresh(context.Context)                              {}
 
 type fakeSess struct{ e *fakeEngine }
 

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -95,6 +96,9 @@ func (topologyCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c topologyCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	c.engine.Refresh(ctx) // a scrape shows what the stages hold now
+	cancel()
 	t := c.engine.Topology()
 	gauge, counter := prometheus.GaugeValue, prometheus.CounterValue
 	for _, s := range t.Stages {

@@ -138,12 +138,28 @@ func (s *Supervisor) poll(ctx context.Context) bool {
 		s.lose(c, err)
 		return false
 	}
+	s.pingAll(ctx, c, true)
+	return true
+}
+
+func (s *Supervisor) pingAll(ctx context.Context, c *Chain, rates bool) {
 	now := time.Now()
 	for i := range c.stages {
 		st, rtt, err := c.Ping(ctx, i, s.sopts.PingTimeout)
-		s.record(i, now, st, rtt, err)
+		s.record(i, now, st, rtt, err, rates)
 	}
-	return true
+}
+
+// Refresh pings every stage now, so that the next Topology shows what they
+// hold at this moment (a metrics scrape calls it). Rates still come from the
+// regular polls.
+func (s *Supervisor) Refresh(ctx context.Context) {
+	s.mu.Lock()
+	c := s.chain
+	s.mu.Unlock()
+	if c != nil && c.Err() == nil {
+		s.pingAll(ctx, c, false)
+	}
 }
 
 // lose retires a failed chain: its connections are closed (so the stages
@@ -211,7 +227,7 @@ func (s *Supervisor) redial(ctx context.Context) bool {
 }
 
 // record stores stage i's answer to a ping.
-func (s *Supervisor) record(i int, now time.Time, st wire.StageStats, rtt time.Duration, err error) {
+func (s *Supervisor) record(i int, now time.Time, st wire.StageStats, rtt time.Duration, err error, rates bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if i >= len(s.status) {
@@ -226,21 +242,26 @@ func (s *Supervisor) record(i int, now time.Time, st wire.StageStats, rtt time.D
 		p.Up, p.Err = false, err.Error()
 		return
 	}
-	if !p.at.IsZero() && st.Positions >= p.Positions && st.ComputeNanos >= p.computeNs {
-		dt := now.Sub(p.at).Seconds()
-		if dp := st.Positions - p.Positions; dp > 0 {
-			p.ComputePerToken = time.Duration((st.ComputeNanos - p.computeNs) / dp)
-			p.BytesPerToken = float64(st.DownBytes+st.ResultBytes-p.DownBytes-p.ResultBytes) / float64(dp)
+	// Rates come from the regular polls only: a refresh between two polls
+	// would make a window too short to mean anything.
+	if b := p.base; rates && !p.at.IsZero() && st.Positions >= b.Positions && st.ComputeNanos >= b.ComputeNanos && st.DownBytes+st.ResultBytes >= b.DownBytes+b.ResultBytes {
+		sent := float64(st.DownBytes + st.ResultBytes - b.DownBytes - b.ResultBytes)
+		if dp := st.Positions - b.Positions; dp > 0 {
+			p.ComputePerToken = time.Duration((st.ComputeNanos - b.ComputeNanos) / dp)
+			p.BytesPerToken = sent / float64(dp)
 		}
-		if dt > 0 {
-			p.BytesPerSecond = float64(st.DownBytes+st.ResultBytes-p.DownBytes-p.ResultBytes) / dt
+		if dt := now.Sub(p.at).Seconds(); dt > 0 {
+			p.BytesPerSecond = sent / dt
 		}
 	}
-	if i == 0 {
-		s.headRates(now, st.Positions)
+	if rates {
+		if i == 0 {
+			s.headRates(now, st.Positions)
+		}
+		p.base, p.at = st, now
 	}
-	p.Up, p.Err, p.RTT, p.at = true, "", rtt, now
-	p.computeNs, p.ComputeSeconds, p.Positions = st.ComputeNanos, float64(st.ComputeNanos)/1e9, st.Positions
+	p.Up, p.Err, p.RTT = true, "", rtt
+	p.ComputeSeconds, p.Positions = float64(st.ComputeNanos)/1e9, st.Positions
 	p.DownBytes, p.ResultBytes, p.KVBytes = st.DownBytes, st.ResultBytes, st.KVBytes
 	p.Sessions, p.MaxSessions = int(st.Sessions), int(st.MaxSessions)
 }
@@ -381,8 +402,8 @@ type StageStatus struct {
 	MaxSessions     int
 	KVBytes         uint64
 
-	at        time.Time
-	computeNs uint64
+	at   time.Time       // the last regular poll: the base of the rates
+	base wire.StageStats // what the stage said then
 }
 
 // Boundary is the wire between two neighbours of the chain.

@@ -34,8 +34,10 @@ type Engine interface {
 	// Ready returns nil when every stage answers now, else an error naming
 	// the first that does not.
 	Ready(ctx context.Context) error
-	// Topology describes the stages and the wire for status pages and metrics.
+	// Topology describes the stages and the wire for status pages and
+	// metrics, as last seen; Refresh asks the stages now first.
 	Topology() Topology
+	Refresh(ctx context.Context)
 }
 
 // Pipeline is an Engine over a supervised chain of stages. Every failure it
@@ -54,6 +56,7 @@ func (p pipelineEngine) NewSession(ctx context.Context) (generate.Session, error
 
 func (p pipelineEngine) Ready(ctx context.Context) error { return p.sup.Ready(ctx) }
 func (p pipelineEngine) Topology() Topology              { return p.sup.Topology() }
+func (p pipelineEngine) Refresh(ctx context.Context)     { p.sup.Refresh(ctx) }
 
 // pipelineSession marks a chain's errors as the engine's, not the request's.
 type pipelineSession struct{ s *pipeline.Session }
@@ -115,6 +118,9 @@ func (l *Local) NewSession(ctx context.Context) (generate.Session, error) {
 
 // Ready implements Engine: the model is in this process.
 func (l *Local) Ready(ctx context.Context) error { return nil }
+
+// Refresh implements Engine: the counters are always current.
+func (l *Local) Refresh(context.Context) {}
 
 // Topology implements Engine: one in-process stage holding every layer, and
 // no wire.

@@ -34,6 +34,7 @@ type scripted struct {
 func (s *scripted) NewSession(context.Context) (generate.Session, error) { return &scriptSess{s}, nil }
 func (s *scripted) Ready(context.Context) error                          { return nil }
 func (s *scripted) Topology() Topology                                   { return Topology{} }
+func (s *scripted) Refresh(context.Context)                              {}
 
 type scriptSess struct{ e *scripted }
 
