@@ -10,6 +10,7 @@ import (
 
 	"github.com/seamlm/seam/chat"
 	"github.com/seamlm/seam/scheduler"
+	"github.com/seamlm/seam/tokenizer"
 )
 
 // job is a validated request, ready for the scheduler.
@@ -105,7 +106,7 @@ func (s *Server) checkModel(name string) *apiError {
 
 func (s *Server) render(msgs []chat.Message) (chat.Rendered, error) {
 	tok := s.cfg.Tokenizer
-	opt := chat.Options{AddGenerationPrompt: true, BOS: tok.Piece(tok.BOS()), EOS: tok.Piece(tok.EOS())}
+	opt := chat.Options{AddGenerationPrompt: true, BOS: tok.Piece(tok.BOS()), EOS: tok.Piece(tok.EOS())} // Piece(-1) is ""
 	if s.cfg.Template == nil {
 		return chat.Fallback(msgs, opt), nil
 	}
@@ -113,14 +114,10 @@ func (s *Server) render(msgs []chat.Message) (chat.Rendered, error) {
 }
 
 // encodePrompt tokenizes a rendered prompt, with BOS by the vocabulary's
-// rule. (With the tokenizer's EncodeWith, the Literal spans will keep
-// message content from becoming control tokens.)
+// rule. Inside the Literal spans (message content) no special token is
+// recognised, so a user cannot type control tokens into the prompt.
 func encodePrompt(tok Tokenizer, r chat.Rendered) []int {
-	bos := true
-	if a, ok := tok.(interface{ AddBOS() bool }); ok {
-		bos = a.AddBOS()
-	}
-	return tok.Encode(r.Text, bos, false)
+	return tok.EncodeWith(r.Text, tokenizer.EncodeOptions{BOS: tok.AddBOS(), Literal: r.Literal})
 }
 
 func (s *Server) newJob(isChat bool, id string, c *common, prompt []int) *job {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/seamlm/seam/generate"
 	"github.com/seamlm/seam/scheduler"
+	"github.com/seamlm/seam/tokenizer"
 )
 
 // fakeTok: ids 0..2 control (unk, BOS, EOS), then one id per byte value
@@ -43,9 +44,21 @@ func (fakeTok) Decode(prev, id int) string {
 	return string(rune('a' + id - 3))
 }
 func (fakeTok) Piece(id int) string { return fakeTok{}.Decode(0, id) }
-func (fakeTok) BOS() int            { return 1 }
-func (fakeTok) EOS() int            { return 2 }
-func (fakeTok) VocabSize() int      { return fakeVocab }
+func (t fakeTok) EncodeWith(text string, opt tokenizer.EncodeOptions) []int {
+	return t.Encode(text, opt.BOS, opt.EOS)
+}
+func (t fakeTok) DecodeAll(ids []int) string {
+	var b strings.Builder
+	for _, id := range ids {
+		b.WriteString(t.Decode(0, id))
+	}
+	return b.String()
+}
+func (fakeTok) AddBOS() bool      { return true }
+func (fakeTok) IsEOG(id int) bool { return id == 2 }
+func (fakeTok) BOS() int          { return 1 }
+func (fakeTok) EOS() int          { return 2 }
+func (fakeTok) VocabSize() int    { return fakeVocab }
 
 // fakeEngine's sessions always make "ab" next (a, b, a, b, ...), and wait
 // on gate (when not nil) before every step.

@@ -20,16 +20,11 @@ import (
 
 	"github.com/seamlm/seam/chat"
 	"github.com/seamlm/seam/scheduler"
+	"github.com/seamlm/seam/tokenizer"
 )
 
-// Tokenizer is what the API needs of a vocabulary. *tokenizer.Tokenizer
-// satisfies it.
-type Tokenizer interface {
-	scheduler.Tokenizer
-	Encode(text string, bos, eos bool) []int
-	Piece(id int) string
-	VocabSize() int
-}
+// Tokenizer is the model's vocabulary.
+type Tokenizer = tokenizer.Tokenizer
 
 // Template renders a conversation into a prompt (chat's Jinja templates).
 type Template interface {

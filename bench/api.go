@@ -83,7 +83,7 @@ func APIOverhead(ctx context.Context, m *loader.Model, opts APIOptions) (APIResu
 	go srv.Serve(ln)
 	defer srv.Shutdown(context.Background())
 	url := "http://" + ln.Addr().String()
-	prompt := m.Tokenizer.Encode(opts.Prompt, true, false)
+	prompt := m.Tokenizer.Encode(opts.Prompt, m.Tokenizer.AddBOS(), false)
 	if len(prompt)+opts.Tokens > m.Weights.Config.SeqLen {
 		return APIResult{}, fmt.Errorf("%d prompt tokens + %d exceed the context of %d", len(prompt), opts.Tokens, m.Weights.Config.SeqLen)
 	}

@@ -29,12 +29,12 @@ const MaxTopLogprobs = 20
 // ErrInvalid marks a request the scheduler refuses before running it.
 var ErrInvalid = errors.New("invalid request")
 
-// Tokenizer is what the scheduler needs of a vocabulary: decoding and the
-// special ids. *tokenizer.Tokenizer satisfies it.
+// Tokenizer is what the scheduler needs of a vocabulary: decoding and which
+// ids end a generation. tokenizer.Tokenizer satisfies it.
 type Tokenizer interface {
 	Decode(prev, id int) string
 	BOS() int
-	EOS() int
+	IsEOG(id int) bool
 }
 
 // Observer receives timings for metrics. Its methods must be cheap and
@@ -262,14 +262,7 @@ func (g *generation) step(ctx context.Context, tokens []int, pos int) (int, []fl
 }
 
 // endsGeneration reports whether id ends a generation: an end-of-generation
-// token (the vocabulary's own list when it has one), or BOS, as seam run
-// stops.
+// token of the vocabulary (EOS, <|eot_id|>, ...), or BOS, as seam run stops.
 func endsGeneration(tok Tokenizer, id int) bool {
-	if id == tok.BOS() {
-		return true
-	}
-	if e, ok := tok.(interface{ IsEOG(int) bool }); ok {
-		return e.IsEOG(id)
-	}
-	return id == tok.EOS()
+	return (id == tok.BOS() && id >= 0) || tok.IsEOG(id)
 }

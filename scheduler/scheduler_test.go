@@ -19,8 +19,8 @@ func (f fakeTok) Decode(prev, id int) string {
 	}
 	return f[id]
 }
-func (fakeTok) BOS() int { return 1 }
-func (fakeTok) EOS() int { return 2 }
+func (fakeTok) BOS() int          { return 1 }
+func (fakeTok) IsEOG(id int) bool { return id == 2 }
 
 var vocab = fakeTok{"<unk>", "<s>", "</s>", "Hello", " world", "!", "\xe2", "\x82", "\xac"}
 

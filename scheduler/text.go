@@ -2,8 +2,9 @@ package scheduler
 
 import (
 	"bytes"
-	"strings"
 	"unicode/utf8"
+
+	"github.com/seamlm/seam/tokenizer"
 )
 
 // textStream turns decoded token pieces into text that is safe to release:
@@ -90,8 +91,9 @@ func (ts *textStream) stopPrefix() int {
 
 // completeUTF8 is the length of the longest prefix of b that does not end
 // inside a UTF-8 character that later bytes could complete. Bytes that can
-// never become valid UTF-8 are not held back. (tokenizer's streaming
-// decoder will take this over.)
+// never become valid UTF-8 are not held back. (tokenizer.StreamDecoder does
+// this per token; the scheduler needs it on the bytes it holds for stop
+// strings too, with each token's offset, so it keeps its own.)
 func completeUTF8(b []byte) int {
 	for back := 1; back <= utf8.UTFMax-1 && back <= len(b); back++ {
 		c := b[len(b)-back]
@@ -107,9 +109,4 @@ func completeUTF8(b []byte) int {
 
 // validUTF8 returns b as a string, each invalid byte sequence replaced by
 // U+FFFD: text released to a client is always valid UTF-8.
-func validUTF8(b []byte) string {
-	if utf8.Valid(b) {
-		return string(b)
-	}
-	return strings.ToValidUTF8(string(b), "\uFFFD")
-}
+func validUTF8(b []byte) string { return tokenizer.ValidText(string(b)) }

@@ -21,7 +21,7 @@ import (
 type apiEngine struct {
 	engine scheduler.Engine
 	config model.Config
-	tok    *tokenizer.Tokenizer
+	tok    tokenizer.Tokenizer
 	stop   func()
 }
 

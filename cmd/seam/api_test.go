@@ -142,10 +142,10 @@ func TestAPIWithOpenAIClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	const prompt = "Once upon a time"
-	promptTokens := len(tok.Encode(prompt, true, false))
+	promptTokens := len(tok.Encode(prompt, tok.AddBOS(), false))
 	rendered := chat.Fallback([]chat.Message{{Role: "system", Content: "You tell stories."}, {Role: "user", Content: "Tell me about a dog."}},
 		chat.Options{AddGenerationPrompt: true})
-	chatPromptTokens := len(tok.Encode(rendered.Text, true, false))
+	chatPromptTokens := len(tok.EncodeWith(rendered.Text, tokenizer.EncodeOptions{BOS: tok.AddBOS(), Literal: rendered.Literal}))
 	for _, mode := range [][]string{nil, {"--split", "3"}} {
 		t.Run(fmt.Sprintf("split=%v", mode), func(t *testing.T) {
 			url := startAPI(t, append([]string{"--model", modelPath, "--tokenizer", tokPath}, mode...)...)
