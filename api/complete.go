@@ -44,6 +44,9 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, id stri
 	if err != nil {
 		return fail(w, badRequest("messages", "rendering the chat template: %v", err))
 	}
+	if e := s.tooLong(rendered.Text); e != nil {
+		return fail(w, e)
+	}
 	j := s.newJob(true, id, &req.common, encodePrompt(s.cfg.Tokenizer, rendered))
 	if req.Logprobs != nil && *req.Logprobs {
 		j.logprobs, j.req.Logprobs = true, true
@@ -66,6 +69,9 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, id string) 
 		return fail(w, e)
 	}
 	ids := req.Prompt.IDs
+	if e := s.tooLong(req.Prompt.Text); e != nil {
+		return fail(w, e)
+	}
 	if ids == nil {
 		ids = encodePrompt(s.cfg.Tokenizer, chat.Rendered{Text: req.Prompt.Text})
 	}
@@ -93,6 +99,18 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, allowed []string
 	}
 	if err := json.Unmarshal(body, into); err != nil {
 		return jsonError("", err)
+	}
+	return nil
+}
+
+// tooLong refuses a prompt that cannot fit the context whatever its
+// tokenization: no token covers more than maxPiece bytes.
+func (s *Server) tooLong(text string) *apiError {
+	if limit := s.maxPiece * s.cfg.ContextLen; len(text) > limit {
+		e := badRequest("messages", "This model's maximum context length is %d tokens; the prompt is %d bytes, and no token of this vocabulary is longer than %d bytes, so it is at least %d tokens. Please shorten the prompt.",
+			s.cfg.ContextLen, len(text), s.maxPiece, (len(text)+s.maxPiece-1)/s.maxPiece)
+		e.Code = ptr("context_length_exceeded")
+		return e
 	}
 	return nil
 }

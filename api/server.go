@@ -65,6 +65,10 @@ type Server struct {
 	metrics *metrics
 	mux     *http.ServeMux
 	started time.Time
+	// maxPiece is the longest text of any token, in bytes: a prompt longer
+	// than maxPiece x context cannot fit, and is refused before tokenizing
+	// (tokenizing megabytes costs seconds of CPU).
+	maxPiece int
 
 	// closing is cancelled by Shutdown: every request's context derives
 	// from it, so in-flight streams end (with an error event) at once.
@@ -91,7 +95,10 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now()}
+	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now(), maxPiece: 1}
+	for id := range cfg.Tokenizer.VocabSize() {
+		s.maxPiece = max(s.maxPiece, len(cfg.Tokenizer.Piece(id)))
+	}
 	s.metrics = newMetrics(cfg.Engine)
 	s.admit = newAdmission(cfg.MaxConcurrent, cfg.Queue, s.metrics)
 	sched, err := scheduler.New(scheduler.Config{Engine: cfg.Engine, Tokenizer: cfg.Tokenizer, ContextLen: cfg.ContextLen, Observer: s.metrics})
