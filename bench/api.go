@@ -34,10 +34,18 @@ type APIResult struct {
 	Tokens int       // tokens generated per run (both sides)
 	Run    []float64 // seam run's decode tok/s (generate.Generate, in process)
 	API    []float64 // through seam api: HTTP, SSE, JSON, measured by the client
+	// RunCPU and APICPU are the CPU time this process spent per generated
+	// token (prefill included, both sides alike), in ms: on a machine shared
+	// with other work it varies far less than wall-clock tok/s.
+	RunCPU, APICPU []float64
 }
 
 // Ratio is the API's median tok/s over seam run's.
 func (r APIResult) Ratio() float64 { return r.APIMedian() / r.RunMedian() }
+
+// CPURatio is seam run's median CPU time per token over the API's: above
+// 0.95 means the API costs less than 5% more CPU per token.
+func (r APIResult) CPURatio() float64 { return median(r.RunCPU) / median(r.APICPU) }
 
 // RunMedian is seam run's median tok/s.
 func (r APIResult) RunMedian() float64 { return median(r.Run) }
@@ -98,11 +106,13 @@ func APIOverhead(ctx context.Context, m *loader.Model, opts APIOptions) (APIResu
 		for _, side := range sides {
 			var tps float64
 			var n int
+			cpu0 := cpuTime()
 			if side == "run" {
 				tps, n, err = runSide(ctx, mod, m, opts, len(prompt))
 			} else {
 				tps, n, err = apiSide(ctx, url, opts)
 			}
+			cpuMs := float64(cpuTime()-cpu0) / 1e6 / float64(max(n, 1))
 			if err != nil {
 				return res, fmt.Errorf("round %d, %s: %w", round+1, side, err)
 			}
@@ -114,12 +124,12 @@ func APIOverhead(ctx context.Context, m *loader.Model, opts APIOptions) (APIResu
 			if round == 0 {
 				note = " (warm-up, discarded)"
 			} else if side == "run" {
-				res.Run = append(res.Run, tps)
+				res.Run, res.RunCPU = append(res.Run, tps), append(res.RunCPU, cpuMs)
 			} else {
-				res.API = append(res.API, tps)
+				res.API, res.APICPU = append(res.API, tps), append(res.APICPU, cpuMs)
 			}
 			if opts.Log != nil {
-				fmt.Fprintf(opts.Log, "round %d %-3s %7.2f tok/s, %d tokens%s\n", round+1, side, tps, n, note)
+				fmt.Fprintf(opts.Log, "round %d %-3s %7.2f tok/s, %6.2f CPU ms/token, %d tokens%s\n", round+1, side, tps, cpuMs, n, note)
 			}
 		}
 	}

@@ -42,7 +42,8 @@ are noisy: compare medians, and rerun.`,
 			fmt.Fprintf(out, "seam run: median %.2f tok/s (min %.2f, max %.2f) over %d runs of %d tokens\n",
 				res.RunMedian(), slices.Min(res.Run), slices.Max(res.Run), len(res.Run), res.Tokens)
 			fmt.Fprintf(out, "seam api: median %.2f tok/s (min %.2f, max %.2f)\n", res.APIMedian(), slices.Min(res.API), slices.Max(res.API))
-			fmt.Fprintf(out, "api / run: %.3f\n", res.Ratio())
+			fmt.Fprintf(out, "api / run: %.3f (wall-clock tok/s, medians)\n", res.Ratio())
+			fmt.Fprintf(out, "run / api CPU time per token: %.3f (medians; less sensitive to other load)\n", res.CPURatio())
 			return nil
 		},
 	}
