@@ -9,17 +9,17 @@ import (
 	"github.com/seamlm/seam/wire"
 )
 
-// StageError is a failure to reach or handshake with one stage.
-type StageError struct {
+// DialError is a failure to reach or handshake with one stage.
+type DialError struct {
 	Index int // 0-based, in layer order
 	Addr  string
 	Err   error
 }
 
-func (e *StageError) Error() string {
+func (e *DialError) Error() string {
 	return fmt.Sprintf("stage %d (%s): %v", e.Index+1, e.Addr, e.Err)
 }
-func (e *StageError) Unwrap() error { return e.Err }
+func (e *DialError) Unwrap() error { return e.Err }
 
 // ErrNoPing: the stage speaks a protocol generation without Ping frames,
 // so the head can tell only that its connection is open.

@@ -173,7 +173,7 @@ func (s *Supervisor) lose(c *Chain, err error) {
 			s.status[i].Up = false
 			s.status[i].Err = "unknown: the chain failed; re-dialling"
 		}
-		var se *StageError
+		var se *DialError
 		if errors.As(err, &se) && se.Index < len(s.status) {
 			s.status[se.Index].Err = err.Error()
 		}
@@ -189,7 +189,7 @@ func (s *Supervisor) redial(ctx context.Context) bool {
 	if err != nil {
 		s.mu.Lock()
 		s.downErr = err
-		var se *StageError
+		var se *DialError
 		for i := range s.status {
 			switch {
 			case !errors.As(err, &se):

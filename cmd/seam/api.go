@@ -72,11 +72,15 @@ func runAPI(cmd *cobra.Command, f *apiFlags) error {
 		return err
 	}
 	defer e.stop()
+	tmpl, err := loadTemplate(f.modelPath, f.tokPath)
+	if err != nil {
+		return fmt.Errorf("chat template: %w", err)
+	}
 	name := f.name
 	if name == "" {
 		name = defaultModelName(f.modelPath)
 	}
-	srv, err := api.New(api.Config{Engine: e.engine, Tokenizer: e.tok, ContextLen: e.config.SeqLen, ModelName: name, ModelInfo: e.config.String(),
+	srv, err := api.New(api.Config{Engine: e.engine, Tokenizer: e.tok, Template: tmpl, ContextLen: e.config.SeqLen, ModelName: name, ModelInfo: e.config.String(),
 		MaxConcurrent: f.maxConcurrent, Queue: f.queue, MaxBody: f.maxBody, Logger: slog.Default()})
 	if err != nil {
 		return err

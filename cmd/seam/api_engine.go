@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/seamlm/seam/chat"
 	"github.com/seamlm/seam/codec"
 	"github.com/seamlm/seam/loader"
 	"github.com/seamlm/seam/model"
@@ -75,6 +77,34 @@ func openEngine(ctx context.Context, modelPath, tokPath string, f *splitFlags, p
 	}
 	return &apiEngine{engine: scheduler.Pipeline(sup), config: head.Config, tok: head.Tokenizer,
 		stop: func() { sup.Close(); stop() }}, nil
+}
+
+// loadTemplate reads the model's chat template: from the GGUF, the
+// tokenizer.json / tokenizer_config.json or the folder given (--tokenizer,
+// else --model). llama2.c files carry none: they get chat's documented
+// fallback, as does any model without a template.
+func loadTemplate(modelPath, tokPath string) (*chat.Template, error) {
+	src := tokPath
+	if src == "" {
+		src = modelPath
+	}
+	st, err := os.Stat(src)
+	if err != nil {
+		return nil, err
+	}
+	if !st.IsDir() {
+		f, err := os.Open(src)
+		if err != nil {
+			return nil, err
+		}
+		head := make([]byte, 4)
+		n, _ := f.Read(head)
+		f.Close()
+		if string(head[:n]) != "GGUF" && !strings.HasPrefix(strings.TrimSpace(string(head[:n])), "{") {
+			return chat.New("", chat.Config{Name: "fallback"})
+		}
+	}
+	return chat.Load(src)
 }
 
 // defaultModelName is the file or directory name without its extension:
