@@ -1,9 +1,11 @@
 package stage
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"slices"
 	"sync"
@@ -59,6 +61,7 @@ func (s *Server) openSession(hc *headConn, id uint64) error {
 		return err
 	}
 	s.sessions[id] = &session{id: id, head: hc, state: st}
+	s.log.Info("session opened", "session", id, "peer", hc.name, "sessions", len(s.sessions))
 	return nil
 }
 
@@ -67,6 +70,7 @@ func (s *Server) closeSession(hc *headConn, id uint64) {
 	defer s.mu.Unlock()
 	if sess, ok := s.sessions[id]; ok && sess.head == hc {
 		delete(s.sessions, id)
+		s.log.Info("session closed", "session", id, "peer", hc.name, "sessions", len(s.sessions))
 	}
 }
 
@@ -77,6 +81,7 @@ func (s *Server) dropHead(hc *headConn) {
 	for id, sess := range s.sessions {
 		if sess.head == hc {
 			delete(s.sessions, id)
+			s.log.Info("session closed: its head disconnected", "session", id, "peer", hc.name, "sessions", len(s.sessions))
 		}
 	}
 }
@@ -103,11 +108,14 @@ func (s *Server) serveHead(hc *headConn) {
 		f, err := hc.fr.ReadFrame()
 		if err != nil {
 			if !isClosedConn(err) {
-				s.log.Warn("head connection failed", "peer", hc.name, "err", err)
+				s.log.Warn("head connection failed", "session", 0, "peer", hc.name, "err", err)
 				hc.sendError(wire.Meta{}, err)
+			} else {
+				s.log.Info("head disconnected", "session", 0, "peer", hc.name)
 			}
 			return
 		}
+		s.logFrame("frame from head", hc.name, f)
 		m := wire.Meta{Session: f.Session, Request: f.Request, Start: f.Start}
 		switch f.Kind {
 		case wire.KindRoute:
@@ -123,11 +131,15 @@ func (s *Server) serveHead(hc *headConn) {
 			s.closeSession(hc, f.Session)
 		case wire.KindPrefill, wire.KindDecode:
 			err = s.process(f)
+		case wire.KindPing:
+			err = s.pong(hc, f.Request)
 		default:
 			err = fmt.Errorf("a head may not send %v frames: %w", f.Kind, wire.ErrMalformed)
 		}
 		if err != nil {
-			hc.sendError(m, fmt.Errorf("stage %q: %w", s.cfg.Name, err))
+			// The head knows which stage this connection is: no name prefix.
+			s.log.Warn("request failed", "session", f.Session, "peer", hc.name, "kind", f.Kind.String(), "request", f.Request, "err", err)
+			hc.sendError(m, err)
 			if errors.Is(err, wire.ErrMalformed) {
 				return
 			}
@@ -141,11 +153,14 @@ func (s *Server) serveUpstream(p *peer) {
 		f, err := p.fr.ReadFrame()
 		if err != nil {
 			if !isClosedConn(err) {
-				s.log.Warn("upstream connection failed", "peer", p.name, "err", err)
+				s.log.Warn("upstream connection failed", "session", 0, "peer", p.name, "err", err)
 				p.sendError(wire.Meta{}, err)
+			} else {
+				s.log.Info("upstream disconnected", "session", 0, "peer", p.name)
 			}
 			return
 		}
+		s.logFrame("frame from upstream", p.name, f)
 		m := wire.Meta{Session: f.Session, Request: f.Request, Start: f.Start}
 		switch f.Kind {
 		case wire.KindPrefill, wire.KindDecode:
@@ -155,9 +170,11 @@ func (s *Server) serveUpstream(p *peer) {
 		}
 		if err != nil {
 			// Tell the head that owns the session when there is one (it is
-			// the one waiting), else the upstream stage, which relays it.
+			// the one waiting, and knows this connection's stage), else the
+			// upstream stage, which relays it.
+			s.log.Warn("request failed", "session", f.Session, "peer", p.name, "kind", f.Kind.String(), "request", f.Request, "err", err)
 			if sess, lerr := s.lookup(f.Session); lerr == nil {
-				sess.head.sendError(m, fmt.Errorf("stage %q: %w", s.cfg.Name, err))
+				sess.head.sendError(m, err)
 			} else {
 				p.sendError(m, fmt.Errorf("stage %q: %w", s.cfg.Name, err))
 			}
@@ -189,6 +206,7 @@ func (s *Server) process(f *wire.Frame) error {
 		return fmt.Errorf("positions [%d, %d) with [0, %d) cached do not fit the context of %d: %w",
 			f.Start, end, sess.state.Next(), cfg.SeqLen, errSession)
 	}
+	start := time.Now()
 	if err := s.input(sess, f, n); err != nil {
 		return err
 	}
@@ -197,8 +215,9 @@ func (s *Server) process(f *wire.Frame) error {
 	}
 	m := wire.Meta{Session: f.Session, Request: f.Request, Start: f.Start}
 	if s.cfg.Model.W.HasHead() {
-		return s.result(sess, f, m, n)
+		return s.result(sess, f, m, n, start)
 	}
+	s.stats.computed(n, start)
 	hc := sess.head
 	if hc.down == nil {
 		return fmt.Errorf("stage %q holds layers [%d, %d) of %d but the head gave it no downstream route: %w",
@@ -210,6 +229,7 @@ func (s *Server) process(f *wire.Frame) error {
 	}); err != nil {
 		return fmt.Errorf("sending to %s: %w", hc.down.name, err)
 	}
+	s.stats.downBytes.Add(frameBytes(hc.downEnc, n, cfg.Dim))
 	return nil
 }
 
@@ -240,7 +260,7 @@ func (s *Server) input(sess *session, f *wire.Frame, n int) error {
 
 // result computes logits (for every position, or only the last) and sends
 // them to the head that owns the session.
-func (s *Server) result(sess *session, f *wire.Frame, m wire.Meta, n int) error {
+func (s *Server) result(sess *session, f *wire.Frame, m wire.Meta, n int, start time.Time) error {
 	cfg := s.cfg.Model.Config()
 	first := n - 1
 	if f.Flags&wire.FlagAllLogits != 0 {
@@ -255,14 +275,17 @@ func (s *Server) result(sess *session, f *wire.Frame, m wire.Meta, n int) error 
 		}
 	}
 	m.Start = f.Start + uint32(first)
+	s.stats.computed(n, start) // the logits are computed; sending is not computing
 	if f.Flags&wire.FlagGreedy != 0 {
 		ids := sess.ids[:0]
 		for i := range count {
 			ids = append(ids, uint32(sample.Argmax(sess.logits[i*cfg.VocabSize:(i+1)*cfg.VocabSize])))
 		}
 		sess.ids = ids
+		s.stats.resultBytes.Add(frameBytes(nil, count, 0))
 		return sess.head.write(func(fr *wire.Framer) error { return fr.WriteTokenIDs(wire.KindResult, 0, m, ids) })
 	}
+	s.stats.resultBytes.Add(frameBytes(wire.F32, count, cfg.VocabSize))
 	return sess.head.write(func(fr *wire.Framer) error {
 		return fr.WriteActivations(wire.KindResult, 0, m, wire.F32, sess.logits[:count*cfg.VocabSize], count, cfg.VocabSize)
 	})
@@ -282,6 +305,14 @@ func isClosedConn(err error) bool {
 	return errors.Is(err, net.ErrClosed) || errors.Is(err, errEOF) || (errors.As(err, &ne) && !ne.Timeout())
 }
 
+// logFrame logs a received frame at Debug level.
+func (s *Server) logFrame(msg, peer string, f *wire.Frame) {
+	if s.log.Enabled(context.Background(), slog.LevelDebug) {
+		s.log.Debug(msg, "session", f.Session, "peer", peer, "kind", f.Kind.String(), "request", f.Request,
+			"start", f.Start, "tokens", f.Tokens, "flags", uint8(f.Flags), "bytes", len(f.Payload))
+	}
+}
+
 // route dials the downstream stage the head names and runs the boundary
 // handshake as its upstream.
 func (s *Server) route(hc *headConn, f *wire.Frame) error {
@@ -293,7 +324,7 @@ func (s *Server) route(hc *headConn, f *wire.Frame) error {
 		return fmt.Errorf("a downstream route is already set (%s): %w", hc.down.name, wire.ErrMalformed)
 	}
 	if allow := s.cfg.AllowDownstream; len(allow) > 0 && !slices.Contains(allow, r.Addr) {
-		return fmt.Errorf("stage %q may not dial %s: its --allow-downstream list is %v", s.cfg.Name, r.Addr, allow)
+		return fmt.Errorf("may not dial %s: it is not in this stage's --allow-downstream list %v", r.Addr, allow)
 	}
 	conn, err := net.DialTimeout("tcp", r.Addr, s.cfg.Timeout)
 	if err != nil {
@@ -310,6 +341,7 @@ func (s *Server) route(hc *headConn, f *wire.Frame) error {
 		return err
 	}
 	hc.down, hc.downEnc = dp, enc
+	s.log.Info("routed downstream", "session", 0, "peer", hc.name, "downstream", r.Addr, "downstream_layers", r.Peer, "encoding", enc.ID().String())
 	go s.watchDownstream(hc, dp)
 	return nil
 }
@@ -354,17 +386,33 @@ func (s *Server) handshakeDown(dp *peer, r wire.Route) (wire.Encoding, error) {
 func (s *Server) watchDownstream(hc *headConn, dp *peer) {
 	for {
 		f, err := dp.fr.ReadFrame()
+		if errors.Is(err, net.ErrClosed) {
+			return // closed here: the head left, or this stage is shutting down
+		}
 		if err != nil {
-			hc.sendError(wire.Meta{}, fmt.Errorf("stage %q lost its %s: %w", s.cfg.Name, dp.name, err))
+			s.log.Warn("downstream connection lost", "session", 0, "peer", hc.name, "downstream", dp.name, "err", err)
+			hc.sendError(wire.Meta{}, fmt.Errorf("lost its connection to %s: %w", dp.name, err))
 			hc.close()
 			return
 		}
 		if f.Kind == wire.KindError {
 			re, err := f.RemoteError()
-			if err == nil {
-				err = re
+			if err != nil {
+				hc.sendError(wire.Meta{}, fmt.Errorf("%s sent a bad Error frame: %w", dp.name, err))
+				continue
 			}
-			hc.sendError(wire.Meta{Session: f.Session, Request: f.Request}, fmt.Errorf("via stage %q from %s: %w", s.cfg.Name, dp.name, err))
+			s.log.Warn("relaying an error from downstream", "session", f.Session, "peer", hc.name, "downstream", dp.name, "code", re.Code.String(), "message", re.Message)
+			hc.sendError(wire.Meta{Session: f.Session, Request: f.Request}, &relayed{from: dp.name, re: re})
 		}
 	}
 }
+
+// relayed is an error a downstream stage sent, passed on to the head with
+// its code kept and the stage it came from named.
+type relayed struct {
+	from string
+	re   *wire.RemoteError
+}
+
+func (r *relayed) Error() string { return r.from + " reports: " + r.re.Message }
+func (r *relayed) Unwrap() error { return r.re }
