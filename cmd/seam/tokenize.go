@@ -2,6 +2,10 @@ package main
 
 import (
 	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/seamlm/seam/container"
 
 	"github.com/seamlm/seam/tokenizer"
 	"github.com/spf13/cobra"
@@ -15,8 +19,8 @@ func newTokenizeCmd() *cobra.Command {
 		Short: "Print the token ids of text (or the text of ids) with a model's vocabulary",
 		Long: `Tokenize prints the token ids of each TEXT, one line per TEXT, with the
 vocabulary at --tokenizer: a GGUF file, a Hugging Face tokenizer.json (or a
-folder holding tokenizer.json and tokenizer_config.json), or a llama2.c
-tokenizer.bin. Without TEXT it reads the text from standard input.
+folder holding tokenizer.json and tokenizer_config.json), a llama2.c
+tokenizer.bin, or a Seam container. Without TEXT it reads the text from standard input.
 
 Text that spells a special token (<|eot_id|>, <|im_start|>, <s>) becomes that
 token, as Hugging Face's encode(text, add_special_tokens=False) and
@@ -31,7 +35,7 @@ their text; bytes that are not valid UTF-8 print as U+FFFD.
   seam tokenize --tokenizer ./llama3 --json '<|begin_of_text|>Hi'
   seam tokenize --tokenizer ./llama3 --decode "9906 1917"`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			tok, err := tokenizer.Load(path)
+			tok, err := loadTokenizer(path)
 			if err != nil {
 				return err
 			}
@@ -46,11 +50,20 @@ their text; bytes that are not valid UTF-8 print as U+FFFD.
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&path, "tokenizer", "", "vocabulary: GGUF file, tokenizer.json, folder holding tokenizer.json, or llama2.c tokenizer.bin (required)")
+	f.StringVar(&path, "tokenizer", "", "vocabulary: GGUF file, tokenizer.json, folder holding tokenizer.json, llama2.c tokenizer.bin, or container (required)")
 	f.BoolVar(&opt.JSON, "json", false, `print {"ids": [...]} (or {"text": ...} with --decode) per input`)
 	f.BoolVar(&opt.Decode, "decode", false, "inputs are token ids; print their text")
 	f.BoolVar(&opt.Special, "special", false, "add BOS/EOS as the vocabulary's rules say")
 	f.BoolVar(&opt.Literal, "literal", false, "recognise no special token in the text")
 	_ = cmd.MarkFlagRequired("tokenizer")
 	return cmd
+}
+
+// loadTokenizer opens a Seam container's tokenizer, or any file
+// tokenizer.Load understands.
+func loadTokenizer(path string) (tokenizer.Tokenizer, error) {
+	if _, err := os.Stat(filepath.Join(path, container.IndexFile)); err == nil {
+		return container.Tokenizer(path)
+	}
+	return tokenizer.Load(path)
 }

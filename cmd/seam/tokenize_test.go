@@ -34,6 +34,17 @@ func TestTokenizeCmd(t *testing.T) {
 			t.Errorf("seam tokenize %q = %q, want %q", c.args, out, c.want)
 		}
 	}
+	// A container imported from a GGUF file tokenizes as the file does.
+	gg := testmodels.Path(t, testmodels.Stories260KGGUF)
+	ctr := filepath.Join(t.TempDir(), "c")
+	if _, err := seam(t, "import", gg, "--out", ctr); err != nil {
+		t.Fatal(err)
+	}
+	fromGGUF, err1 := seam(t, "tokenize", "--tokenizer", gg, "Once upon a time<s> there")
+	fromCtr, err2 := seam(t, "tokenize", "--tokenizer", ctr, "Once upon a time<s> there")
+	if err1 != nil || err2 != nil || fromGGUF != fromCtr {
+		t.Errorf("GGUF %q (%v), container %q (%v)", fromGGUF, err1, fromCtr, err2)
+	}
 	if _, err := seam(t, "tokenize", "--tokenizer", llama3, "--decode", "128256"); err == nil {
 		t.Error("decoding an id outside the vocabulary was accepted")
 	}
