@@ -30,7 +30,8 @@ type special struct {
 // llama.cpp's tokenize(parse_special=false) and Hugging Face's
 // split_special_tokens=True still match user-defined tokens.
 type specialSet struct {
-	byFirst      map[byte][]special // candidates by first byte, longest first
+	byFirst      [256][]special // candidates by first byte, longest first
+	firsts       string         // the distinct first bytes, to skip text quickly
 	longestFirst []special          // all, longest first (stable by id)
 	leftmost     bool
 	plain        *specialSet // the plain subset, for literal spans; nil when empty
@@ -50,8 +51,10 @@ func newSpecialSet(toks []special, leftmost bool) *specialSet {
 	return s
 }
 
+const utf8RuneSelf = 0x80
+
 func newMatcher(toks []special, leftmost bool) *specialSet {
-	s := &specialSet{byFirst: map[byte][]special{}, leftmost: leftmost}
+	s := &specialSet{leftmost: leftmost}
 	for _, t := range toks {
 		if t.text == "" {
 			continue
@@ -59,8 +62,17 @@ func newMatcher(toks []special, leftmost bool) *specialSet {
 		s.longestFirst = append(s.longestFirst, t)
 	}
 	slices.SortStableFunc(s.longestFirst, func(a, b special) int { return cmp.Compare(len(b.text), len(a.text)) })
+	nonASCII := false
 	for _, t := range s.longestFirst {
-		s.byFirst[t.text[0]] = append(s.byFirst[t.text[0]], t)
+		c := t.text[0]
+		if s.byFirst[c] == nil {
+			s.firsts += string(rune(c))
+			nonASCII = nonASCII || c >= utf8RuneSelf
+		}
+		s.byFirst[c] = append(s.byFirst[c], t)
+	}
+	if nonASCII {
+		s.firsts = "" // IndexAny reads runes, not bytes: scan byte by byte instead
 	}
 	return s
 }
@@ -142,6 +154,18 @@ func (s *specialSet) splitRegion(text string, a, b int, out []fragment) []fragme
 func (s *specialSet) leftmostLongest(text string, a, b int, out []fragment) []fragment {
 	rawStart := a
 	for i := a; i < b; {
+		if s.byFirst[text[i]] == nil {
+			if s.firsts != "" {
+				k := strings.IndexAny(text[i:b], s.firsts)
+				if k < 0 {
+					break
+				}
+				i += k
+				continue
+			}
+			i++
+			continue
+		}
 		m, ok := s.matchAt(text[:b], i)
 		if !ok {
 			i++

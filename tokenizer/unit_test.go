@@ -132,3 +132,24 @@ func TestLStripRStrip(t *testing.T) {
 		t.Errorf("with lstrip/rstrip: %v, want %v", got, want)
 	}
 }
+
+// TestSpecialSplitBothWays: leftmost-longest (Hugging Face) and
+// longest-first (llama.cpp) matching, with ASCII and non-ASCII first bytes.
+func TestSpecialSplitBothWays(t *testing.T) {
+	toks := []special{{text: "<x>", id: 1}, {text: "é!", id: 2}, {text: "ab", id: 3}, {text: "bcd", id: 4}}
+	text := "zé!<x>abcd"
+	ids := func(fr []fragment) []int {
+		var out []int
+		for _, f := range fr {
+			out = append(out, f.id)
+		}
+		return out
+	}
+	// Leftmost: "ab" at 6 wins over "bcd" at 7; longest-first: "bcd" first.
+	if got, want := ids(newSpecialSet(toks, true).split(text, nil)), []int{-1, 2, 1, 3, -1}; !slices.Equal(got, want) {
+		t.Errorf("leftmost-longest: %v, want %v", got, want)
+	}
+	if got, want := ids(newSpecialSet(toks, false).split(text, nil)), []int{-1, 2, 1, -1, 4}; !slices.Equal(got, want) {
+		t.Errorf("longest-first: %v, want %v", got, want)
+	}
+}
