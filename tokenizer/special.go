@@ -32,7 +32,7 @@ type special struct {
 type specialSet struct {
 	byFirst      [256][]special // candidates by first byte, longest first
 	firsts       string         // the distinct first bytes, to skip text quickly
-	longestFirst []special          // all, longest first (stable by id)
+	longestFirst []special      // all, longest first (stable by id)
 	leftmost     bool
 	plain        *specialSet // the plain subset, for literal spans; nil when empty
 }
