@@ -195,6 +195,15 @@ func componentType(raw json.RawMessage, name, field string) (string, error) {
 func parseHF(tokJSON, cfgJSON []byte, name string) (*hfFile, error) {
 	var j hfJSON
 	if err := decodeStrict(tokJSON, &j, name, "tokenizer.json"); err != nil {
+		var seam struct {
+			Version       any     `json:"version"`
+			PieceEncoding *string `json:"piece_encoding"`
+		}
+		if json.Unmarshal(tokJSON, &seam) == nil {
+			if _, num := seam.Version.(float64); num || seam.PieceEncoding != nil {
+				return nil, fmt.Errorf("%s is a Seam container's tokenizer file, not a Hugging Face tokenizer.json: open the container folder instead", name)
+			}
+		}
 		return nil, err
 	}
 	h := &hfFile{name: name}
