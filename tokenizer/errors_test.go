@@ -74,6 +74,25 @@ func TestTinyHF(t *testing.T) {
 	}
 }
 
+// TestAdditionalSpecialTokens: a token listed in tokenizer_config.json's
+// additional_special_tokens is special (a control token) even when
+// added_tokens marks it otherwise.
+func TestAdditionalSpecialTokens(t *testing.T) {
+	tok, cfg := tinyHF()
+	cfg["additional_special_tokens"] = []any{"<think>"}
+	b, err := ParseHF(mustJSON(t, tok), mustJSON(t, cfg), "tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Type(261) != TypeControl || b.DecodeAll([]int{261}) != "" {
+		t.Errorf("<think>: type %d, decodes to %q; want a control token decoding to nothing", b.Type(261), b.DecodeAll([]int{261}))
+	}
+	cfg["additional_special_tokens"] = []any{"<nope>"}
+	if _, err := ParseHF(mustJSON(t, tok), mustJSON(t, cfg), "tiny"); err == nil || !strings.Contains(err.Error(), `additional_special_tokens[0] "<nope>" is not a token`) {
+		t.Errorf("an unknown additional special token: %v", err)
+	}
+}
+
 func equalInts(a, b []int) bool {
 	if len(a) != len(b) {
 		return false

@@ -775,6 +775,29 @@ func (h *hfFile) config(data []byte, post postRule) error {
 	if h.addEOS && c.eos < 0 {
 		return fmt.Errorf("%s: add_eos_token is true but there is no eos_token", cfgName)
 	}
+	// Tokens listed as additional special tokens are special even when
+	// added_tokens says otherwise (transformers registers them as special).
+	if raw, ok := cfg["additional_special_tokens"]; ok && !isNull(raw) {
+		var names []json.RawMessage
+		if err := json.Unmarshal(raw, &names); err != nil {
+			return fmt.Errorf("%s: additional_special_tokens: %v", cfgName, err)
+		}
+		for i, n := range names {
+			key := fmt.Sprintf("additional_special_tokens[%d]", i)
+			cfg[key] = n
+			id, err := tokenKey(key)
+			if err != nil {
+				return err
+			}
+			c.types[id] = TypeControl
+			h.special[id] = true
+			for k := range c.specials {
+				if c.specials[k].id == id {
+					c.specials[k].plain = false
+				}
+			}
+		}
+	}
 	if raw, ok := cfg["chat_template"]; ok && !isNull(raw) {
 		if err := json.Unmarshal(raw, &h.chatTemplate); err != nil {
 			return fmt.Errorf("%s: chat_template: only a single template string is supported: %v", cfgName, err)
