@@ -17,7 +17,11 @@ type recorder struct {
 	sent bytes.Buffer
 }
 
-func (r *recorder) Write(p []byte) (int, error) { r.mu.Lock(); defer r.mu.Unlock(); return r.sent.Write(p) }
+func (r *recorder) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sent.Write(p)
+}
 
 func (r *recorder) proxy(t *testing.T, ln net.Listener, target string) {
 	c, err := ln.Accept()
