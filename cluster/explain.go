@@ -65,7 +65,7 @@ func (r *Request) explainBoundary(p *Plan, i int) string {
 		}
 		q := r.predictWith(p, i, alt)
 		return head + fmt.Sprintf("; %s would save %.3f ms per token and %.1f ms of a %d-token prefill, under %.0f%% of the request: exact kept",
-			alt.enc, ms((p.Predicted.Step - q.Step).Seconds()), ms((p.Predicted.Prompt - q.Prompt).Seconds()), r.Prompt, exactnessMargin*100)
+			alt.enc, ms((p.Predicted.Step-q.Step).Seconds()), ms((p.Predicted.Prompt-q.Prompt).Seconds()), r.Prompt, exactnessMargin*100)
 	}
 	q := r.predictWith(p, i, alt)
 	return head + fmt.Sprintf("; %s would cap decode at %.1f tok/s and prefill at %.0f tok/s (chosen: %.1f and %.0f)",
