@@ -31,6 +31,7 @@ Models: GGUF files, llama2.c checkpoints, or Seam container directories
 	root.PersistentFlags().BoolVarP(&verbose, "verbose", "v", false, "log progress and timings to stderr")
 	root.AddCommand(newRunCmd(), newScoreCmd(), newDemoCmd(), newImportCmd(), newVerifyCmd(), newInspectCmd(), newServeCmd(), newSynthCmd())
 	root.AddCommand(codecCommands()...)
+	root.AddCommand(clusterCommands()...)
 	bench := &cobra.Command{Use: "bench", Short: "Measure Seam's speed: imports, stage links, decode", Args: cobra.NoArgs}
 	bench.AddCommand(newBenchSplitCmd())
 	bench.AddCommand(benchCommands()...)

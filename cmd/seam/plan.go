@@ -1,0 +1,86 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/seamlm/seam/cluster"
+	"github.com/seamlm/seam/loader"
+	"github.com/spf13/cobra"
+)
+
+func newPlanCmd() *cobra.Command {
+	var (
+		maxKL            float64
+		sessions         int
+		prompt, generate int
+	)
+	cmd := &cobra.Command{
+		Use:   "plan CLUSTER.toml",
+		Short: "Print where a cluster would place the model's layers, and the predicted speed",
+		Long: `Plan reads a cluster file and prints the chain the planner chooses: which
+hosts hold layers, in which order, how many, and the wire encoding of each
+boundary, with one line of reason per choice and the predicted decode and
+prefill tok/s. It compares the plan with an even split and with exo's
+memory-proportional split. Nothing is started.
+
+The hosts' figures (memory, decode_ms, prefill_ms, head_ms per layer) and
+the links ([[link]] a, b, mbps, rtt_ms) come from the file. The model file
+gives the layer sizes.
+
+--max-kl bounds each boundary's quality loss: an encoding other than f32 is
+used only where its measured KL is within it (0, the default, keeps every
+boundary exact, bit-identical to the whole model).`,
+		Example: `  seam plan cluster.toml
+  seam plan --max-kl 0.01 cluster.toml`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f, err := cluster.ReadFile(args[0])
+			if err != nil {
+				return err
+			}
+			fl := cmd.Flags()
+			if fl.Changed("sessions") {
+				f.Sessions = sessions
+			}
+			if fl.Changed("prompt") {
+				f.Prompt = prompt
+			}
+			if fl.Changed("generate") {
+				f.Generate = generate
+			}
+			if fl.Changed("max-kl") {
+				f.MaxKL = maxKL
+			}
+			shape, err := modelShape(f.Model)
+			if err != nil {
+				return err
+			}
+			req, err := f.Request(shape)
+			if err != nil {
+				return fmt.Errorf("%w (planning against a running pool is 'seam run --pool')", err)
+			}
+			c, err := cluster.Compare(req)
+			if err != nil {
+				return err
+			}
+			c.Write(cmd.OutOrStdout())
+			return nil
+		},
+	}
+	cmd.Flags().Float64Var(&maxKL, "max-kl", 0, "per-boundary quality budget in nats of KL (default: the file's max_kl, else 0: exact)")
+	cmd.Flags().IntVar(&sessions, "sessions", 0, "KV caches each stage must hold (default: the file's, else 4)")
+	cmd.Flags().IntVar(&prompt, "prompt", 0, "prompt tokens of the request the plan is scored on (default 128)")
+	cmd.Flags().IntVar(&generate, "generate", 0, "generated tokens of the request the plan is scored on (default 128)")
+	return cmd
+}
+
+// modelShape measures the layer sizes of a model file, mapping only its
+// first layer (and embedding) where the format allows.
+func modelShape(path string) (cluster.Shape, error) {
+	m, err := loader.Open(path, loader.Options{First: 0, Last: 1, NoTokenizer: true})
+	if err != nil {
+		return cluster.Shape{}, err
+	}
+	defer m.Close()
+	return cluster.ShapeOf(m.Weights)
+}
