@@ -47,6 +47,8 @@ type Link struct {
 type Testbed struct {
 	id    string // PID and a counter, unique on this machine while we live
 	nodes map[string]string
+	order []string          // node names as given
+	hosts map[string]string // node -> its host address
 	addrs map[[2]string]string // (from, to) -> to's address on their link
 	veths []string
 
@@ -80,12 +82,12 @@ func New(nodes []string, links []Link) (tb *Testbed, err error) {
 	if err := Available(); err != nil {
 		return nil, err
 	}
-	if len(links) > 250 {
-		return nil, fmt.Errorf("%d links: at most 250", len(links))
+	if len(links) > 250 || len(nodes) > 250 {
+		return nil, fmt.Errorf("%d nodes and %d links: at most 250 of each", len(nodes), len(links))
 	}
 	counter.Lock()
 	counter.n++
-	tb = &Testbed{id: fmt.Sprintf("%d-%d", os.Getpid(), counter.n), nodes: map[string]string{}, addrs: map[[2]string]string{}}
+	tb = &Testbed{id: fmt.Sprintf("%d-%d", os.Getpid(), counter.n), nodes: map[string]string{}, addrs: map[[2]string]string{}, hosts: map[string]string{}}
 	counter.Unlock()
 	defer func() {
 		if err != nil {
@@ -102,10 +104,16 @@ func New(nodes []string, links []Link) (tb *Testbed, err error) {
 			return nil, err
 		}
 		tb.nodes[n] = ns
+		tb.order = append(tb.order, n)
+		tb.hosts[n] = fmt.Sprintf("198.19.0.%d", len(tb.order))
 		if err := run("ip", "-n", ns, "link", "set", "lo", "up"); err != nil {
 			return nil, err
 		}
+		if err := run("ip", "-n", ns, "addr", "add", tb.hosts[n]+"/32", "dev", "lo"); err != nil {
+			return nil, err
+		}
 	}
+
 	for i, l := range links {
 		if err := tb.link(i, l); err != nil {
 			return nil, err
@@ -162,8 +170,19 @@ func (tb *Testbed) link(i int, l Link) error {
 	}
 	tb.addrs[[2]string{l.A, l.B}] = addrB
 	tb.addrs[[2]string{l.B, l.A}] = addrA
-	return nil
+	// Each node's host address is reached over the direct link to it.
+	if err := run("ip", "-n", nsA, "route", "add", tb.hosts[l.B]+"/32", "via", addrB, "src", addrA); err != nil {
+		return err
+	}
+	return run("ip", "-n", nsB, "route", "add", tb.hosts[l.A]+"/32", "via", addrA, "src", addrB)
 }
+
+// Host is node's host address (in 198.19.0.0/24, on its loopback): the
+// address every node with a direct link to it reaches it by, over that
+// link. Give it to programs that pass addresses on to others (a head
+// routing stage to stage), since a link address is reachable only from
+// the other end of that link.
+func (tb *Testbed) Host(node string) string { return tb.hosts[node] }
 
 // burst is the token bucket's depth in bytes: 1 ms at the rate, at least
 // a few packets; on fast links (with segmentation offload) at least two

@@ -124,6 +124,24 @@ func TestTestbed(t *testing.T) {
 	if !strings.Contains(string(out), "198.18.1.2/24") || strings.Contains(string(out), "198.18.0.") {
 		t.Fatalf("node c's addresses:\n%s", out)
 	}
+	// Host addresses route over the direct link.
+	ln, err := tb.Listen("c", tb.Host("c")+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go echo(ln)
+	c, err := tb.Dial("b", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.LocalAddr().(*net.TCPAddr).IP.String(); got != "198.18.1.1" {
+		t.Errorf("b reached c's host address from %s, want its address on the b-c link", got)
+	}
+	if err := (prober{c}).Probe(context.Background(), 10); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	ln.Close()
 	sleeper := tb.Command(context.Background(), "b", "sleep", "60")
 	if err := tb.Start(sleeper); err != nil {
 		t.Fatal(err)
