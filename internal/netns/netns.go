@@ -47,8 +47,8 @@ type Link struct {
 type Testbed struct {
 	id    string // PID and a counter, unique on this machine while we live
 	nodes map[string]string
-	order []string          // node names as given
-	hosts map[string]string // node -> its host address
+	order []string             // node names as given
+	hosts map[string]string    // node -> its host address
 	addrs map[[2]string]string // (from, to) -> to's address on their link
 	veths []string
 
