@@ -29,7 +29,7 @@ type Request struct {
 	// KL holds the measured mean KL (nats per position, against the whole
 	// model) of each encoding at each boundary, by boundary layer. An
 	// encoding with no measurement at a boundary is not used there.
-	KL map[int]map[wire.EncodingID]float64
+	KL KLTable
 	// Codecs are the learned codecs the head holds, by boundary layer.
 	Codecs map[int]CodecInfo
 	// Encodings are the candidates, most exact first (default f32, f16,

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seamlm/seam/model"
 	"github.com/seamlm/seam/synth"
 	"github.com/seamlm/seam/tensor"
 	"github.com/seamlm/seam/wire"
@@ -300,4 +301,31 @@ func TestMemberValidation(t *testing.T) {
 	if _, err := MakePlan(Request{Shape: stories(t), Members: []Member{m}}); err == nil {
 		t.Fatal("planned with an invalid member")
 	}
+}
+
+// KL is measured teacher-forced: f16 loses less than q8, which loses less
+// than q4, at every boundary, and nothing is exactly zero.
+func TestMeasureKL(t *testing.T) {
+	w, err := synth.Weights(synth.DemoConfig(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.New(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kl, err := MeasureKL(m, KLOptions{Tokens: 64, BOS: 1, EOS: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(kl) != w.Config.NLayers-1 {
+		t.Fatalf("%d boundaries measured, want %d", len(kl), w.Config.NLayers-1)
+	}
+	for b, row := range kl {
+		f16, q8, q4 := row[wire.EncodingF16], row[wire.EncodingQ8], row[wire.EncodingQ4]
+		if !(0 < f16 && f16 < q8 && q8 < q4) {
+			t.Errorf("boundary %d: f16 %g, q8 %g, q4 %g: want 0 < f16 < q8 < q4", b, f16, q8, q4)
+		}
+	}
+	t.Logf("\n%s", kl)
 }

@@ -17,10 +17,12 @@ type ProbeOptions struct {
 }
 
 // ProbeSpeed measures this machine's compute on the model's own weights
-// and shapes: one held layer run for one token and for a batch, and the
-// classifier (or, on a part without one, a matrix-vector product of the
-// embedding, which has the classifier's shape). w must hold at least one
-// layer. It takes a few hundred milliseconds for a 100M-parameter model.
+// and shapes: the held layers run for one token and for a batch, per layer,
+// and the classifier (or, on a part without one, a matrix-vector product of
+// the embedding, which has the classifier's shape). w must hold at least
+// one layer; hold several (about 100 MB of them) so that the weights
+// stream from memory as in real decoding, not from a cache that one layer
+// would fit in. It takes under a second for a 100M-parameter model.
 func ProbeSpeed(w *model.Weights, opt ProbeOptions) (Speed, error) {
 	if opt.Rounds <= 0 {
 		opt.Rounds = 5
@@ -34,7 +36,8 @@ func ProbeSpeed(w *model.Weights, opt ProbeOptions) (Speed, error) {
 	if err != nil {
 		return Speed{}, fmt.Errorf("speed probe: %w", err)
 	}
-	st, err := m.NewState(w.First, w.First+1)
+	layers := time.Duration(w.Last - w.First)
+	st, err := m.NewState(w.First, w.Last)
 	if err != nil {
 		return Speed{}, fmt.Errorf("speed probe: %w", err)
 	}
@@ -88,7 +91,7 @@ func ProbeSpeed(w *model.Weights, opt ProbeOptions) (Speed, error) {
 	if err != nil {
 		return Speed{}, err
 	}
-	return Speed{DecodeLayer: decode, PrefillLayer: prefill / time.Duration(opt.Batch), Head: head}, nil
+	return Speed{DecodeLayer: decode / layers, PrefillLayer: prefill / layers / time.Duration(opt.Batch), Head: head}, nil
 }
 
 // elapsedErr carries a timing out of a probe round.

@@ -10,9 +10,10 @@ import (
 
 func newPlanCmd() *cobra.Command {
 	var (
-		maxKL            float64
-		sessions         int
-		prompt, generate int
+		maxKL               float64
+		sessions, measureKL int
+		prompt, generate    int
+		tokenizerPath       string
 	)
 	cmd := &cobra.Command{
 		Use:   "plan CLUSTER.toml",
@@ -29,9 +30,12 @@ gives the layer sizes.
 
 --max-kl bounds each boundary's quality loss: an encoding other than f32 is
 used only where its measured KL is within it (0, the default, keeps every
-boundary exact, bit-identical to the whole model).`,
+boundary exact, bit-identical to the whole model). --measure-kl N measures
+the KL of f16, q8, q5 and q4 at every boundary, teacher-forced against the
+whole model on N tokens it samples (this runs the whole model here); an
+encoding without a measurement is never chosen.`,
 		Example: `  seam plan cluster.toml
-  seam plan --max-kl 0.01 cluster.toml`,
+  seam plan --max-kl 0.01 --measure-kl 256 cluster.toml`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f, err := cluster.ReadFile(args[0])
@@ -59,6 +63,12 @@ boundary exact, bit-identical to the whole model).`,
 			if err != nil {
 				return fmt.Errorf("%w (planning against a running pool is 'seam run --pool')", err)
 			}
+			if measureKL > 0 {
+				if req.KL, err = measureModelKL(f.Model, tokenizerPath, measureKL); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "measured KL (nats per position, %d sampled tokens):\n%s\n", measureKL, req.KL)
+			}
 			c, err := cluster.Compare(req)
 			if err != nil {
 				return err
@@ -71,6 +81,8 @@ boundary exact, bit-identical to the whole model).`,
 	cmd.Flags().IntVar(&sessions, "sessions", 0, "KV caches each stage must hold (default: the file's, else 4)")
 	cmd.Flags().IntVar(&prompt, "prompt", 0, "prompt tokens of the request the plan is scored on (default 128)")
 	cmd.Flags().IntVar(&generate, "generate", 0, "generated tokens of the request the plan is scored on (default 128)")
+	cmd.Flags().IntVar(&measureKL, "measure-kl", 0, "measure each encoding's KL at every boundary on this many sampled tokens (runs the whole model)")
+	cmd.Flags().StringVar(&tokenizerPath, "tokenizer", "", "llama2.c tokenizer file, for --measure-kl on a llama2.c checkpoint")
 	return cmd
 }
 
@@ -83,4 +95,15 @@ func modelShape(path string) (cluster.Shape, error) {
 	}
 	defer m.Close()
 	return cluster.ShapeOf(m.Weights)
+}
+
+// measureModelKL loads the whole model and measures each encoding's KL at
+// every boundary.
+func measureModelKL(path, tokPath string, tokens int) (cluster.KLTable, error) {
+	m, mod, err := openFull(path, tokPath)
+	if err != nil {
+		return nil, err
+	}
+	defer m.Close()
+	return cluster.MeasureKL(mod, cluster.KLOptions{Tokens: tokens, BOS: m.Tokenizer.BOS(), EOS: m.Tokenizer.EOS()})
 }
