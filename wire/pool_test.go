@@ -57,7 +57,10 @@ func TestPoolPayloadsRefuseNonsense(t *testing.T) {
 		}()},
 		{"empty range", func() error { _, err := DecodeAssignment([]byte{5, 0, 0, 0, 5, 0, 0, 0, 1, 0, 0, 0}); return err }()},
 		{"no sessions", func() error { _, err := DecodeAssignment([]byte{0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0}); return err }()},
-		{"zero bandwidth", func() error { _, err := DecodeLinkReport(append(make([]byte, 8), 1, 0, 0, 0, 0, 0, 0, 0)[:16]); return err }()},
+		{"zero bandwidth", func() error {
+			_, err := DecodeLinkReport(append(make([]byte, 8), 1, 0, 0, 0, 0, 0, 0, 0)[:16])
+			return err
+		}()},
 		{"length mismatch", func() error { _, err := DecodeMeasure([]byte{5, 0, 'a'}); return err }()},
 		{"bad utf-8", func() error { _, err := DecodeMeasure([]byte{1, 0, 0xff}); return err }()},
 	} {
