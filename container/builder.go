@@ -112,7 +112,7 @@ type Builder struct {
 	segments   map[string]Segment
 	written    []string // final names of the files this builder made
 	cur        *segmentWriter
-	vocab      *tokenizer.Vocab
+	tokSpec    *tokenizer.Spec
 }
 
 type segmentWriter struct {
@@ -381,26 +381,32 @@ func (b *Builder) EndSegment() error {
 	return nil
 }
 
-// SetTokenizer stores the vocabulary; it must build a tokenizer and have
-// exactly the config's vocab_size pieces. Finish writes it.
+// SetTokenizer stores a llama2.c-style vocabulary; it must build a
+// tokenizer and have exactly the config's vocab_size pieces. Finish writes
+// it.
 func (b *Builder) SetTokenizer(v tokenizer.Vocab) error {
-	if err := b.usable(); err != nil {
-		return err
-	}
-	if len(v.Pieces) != b.cfg.VocabSize {
-		return b.fail(fmt.Errorf("tokenizer has %d pieces, the config's vocab_size is %d", len(v.Pieces), b.cfg.VocabSize))
-	}
-	if _, err := tokenizer.New(v); err != nil {
-		return b.fail(fmt.Errorf("tokenizer: %w", err))
-	}
-	if _, err := encodeTokenizer(v); err != nil {
-		return b.fail(err)
-	}
 	c := tokenizer.Vocab{Pieces: append([]string(nil), v.Pieces...), Scores: append([]float32(nil), v.Scores...), BOS: v.BOS, EOS: v.EOS}
 	if v.Types != nil {
 		c.Types = append([]int32(nil), v.Types...)
 	}
-	b.vocab = &c
+	return b.SetTokenizerSpec(tokenizer.Spec{Kind: tokenizer.SpecLlama2c, Llama2c: &c})
+}
+
+// SetTokenizerSpec stores a tokenizer as it was loaded (tokenizer.SpecOf);
+// it must build a tokenizer with exactly the config's vocab_size ids.
+// Finish writes it.
+func (b *Builder) SetTokenizerSpec(s tokenizer.Spec) error {
+	if err := b.usable(); err != nil {
+		return err
+	}
+	data, err := encodeTokenizerSpec(s)
+	if err != nil {
+		return b.fail(err)
+	}
+	if _, err := parseTokenizer(data, b.cfg.VocabSize); err != nil {
+		return b.fail(fmt.Errorf("tokenizer: %w", err))
+	}
+	b.tokSpec = &s
 	return nil
 }
 
@@ -424,8 +430,8 @@ func (b *Builder) Finish() error {
 		ix.Segments = append(ix.Segments, segmentToJSON(s))
 	}
 	ix.Identity = hexDigest(computeIdentity(&b.cfg, segs))
-	if b.vocab != nil {
-		data, err := encodeTokenizer(*b.vocab)
+	if b.tokSpec != nil {
+		data, err := encodeTokenizerSpec(*b.tokSpec)
 		if err != nil {
 			return b.fail(err)
 		}

@@ -72,7 +72,7 @@ func (c *Container) HasTokenizer() bool { return c.l.tokenizer != nil }
 
 // Tokenizer reads tokenizer.json, checks its size and digest against the
 // index, and builds the tokenizer.
-func (c *Container) Tokenizer() (*tokenizer.Tokenizer, error) {
+func (c *Container) Tokenizer() (tokenizer.Tokenizer, error) {
 	t := c.l.tokenizer
 	if t == nil {
 		return nil, fmt.Errorf("%s: %w", c.dir, ErrNoTokenizer)
@@ -88,7 +88,7 @@ func (c *Container) Tokenizer() (*tokenizer.Tokenizer, error) {
 }
 
 // Tokenizer opens the container in dir and reads its tokenizer.
-func Tokenizer(dir string) (*tokenizer.Tokenizer, error) {
+func Tokenizer(dir string) (tokenizer.Tokenizer, error) {
 	c, err := Open(dir)
 	if err != nil {
 		return nil, err

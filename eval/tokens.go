@@ -90,7 +90,7 @@ func step(m *model.Model, st *model.State, token, pos int, x, logits []float32) 
 // followed by the next seqLen-1 tokens of the text. seqLen is usually the
 // model's context length; a smaller one makes evaluation faster. It returns
 // nil for an empty text or a seqLen below 2.
-func TokensFromText(tok *tokenizer.Tokenizer, text string, seqLen int) [][]int {
+func TokensFromText(tok tokenizer.Tokenizer, text string, seqLen int) [][]int {
 	if seqLen < 2 {
 		return nil
 	}
@@ -99,7 +99,9 @@ func TokensFromText(tok *tokenizer.Tokenizer, text string, seqLen int) [][]int {
 	for len(ids) > 0 {
 		k := min(len(ids), seqLen-1)
 		seq := make([]int, 0, k+1)
-		seq = append(seq, tok.BOS())
+		if tok.BOS() >= 0 {
+			seq = append(seq, tok.BOS())
+		}
 		seqs = append(seqs, append(seq, ids[:k]...))
 		ids = ids[k:]
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/seamlm/seam/sample"
@@ -30,20 +31,30 @@ type Stats struct {
 	StopReason      string // "length", "eos", "bos" or "context"
 }
 
-// Generate encodes BOS + prompt, feeds it, and samples until a stop token or
-// the step limit, writing text to out as it is produced. On error nothing
-// more is written after the failure, and the error is returned.
-func Generate(ctx context.Context, s Session, tok *tokenizer.Tokenizer, contextLen int, prompt string, opts Options, out io.Writer) (Stats, error) {
+// Generate encodes the prompt (with BOS first when the vocabulary's rule,
+// tok.AddBOS, says so), feeds it, and samples until an end-of-generation
+// token (tok.IsEOG, or BOS, which llama2.c's run.c also stops at) or the step
+// limit, writing text to out as it is produced: complete UTF-8 only, a
+// character split across tokens written once whole. On error nothing more
+// is written after the failure, and the error is returned.
+func Generate(ctx context.Context, s Session, tok tokenizer.Tokenizer, contextLen int, prompt string, opts Options, out io.Writer) (Stats, error) {
 	var st Stats
-	ids := tok.Encode(prompt, true, false)
+	ids := tok.Encode(prompt, tok.AddBOS(), false)
 	st.PromptTokens = len(ids)
+	if len(ids) == 0 {
+		return st, fmt.Errorf("prompt encodes to no tokens and the vocabulary adds no BOS: nothing to condition on")
+	}
 	if len(ids) > contextLen {
-		return st, fmt.Errorf("prompt is %d tokens (with BOS), longer than the context of %d", len(ids), contextLen)
+		return st, fmt.Errorf("prompt is %d tokens (BOS included when the vocabulary adds one), longer than the context of %d", len(ids), contextLen)
 	}
 	steps := min(opts.Steps, contextLen)
-	if opts.EchoPrompt {
-		if err := writePieces(out, tok, ids); err != nil {
-			return st, err
+	text := tokenizer.NewStreamDecoder(tok)
+	for _, id := range ids {
+		piece := text.Next(id)
+		if opts.EchoPrompt {
+			if _, err := io.WriteString(out, printable(piece)); err != nil {
+				return st, err
+			}
 		}
 	}
 	if steps < len(ids) {
@@ -58,22 +69,20 @@ func Generate(ctx context.Context, s Session, tok *tokenizer.Tokenizer, contextL
 	}
 	st.Prefill = time.Since(t0)
 	t0 = time.Now()
-	prev := ids[len(ids)-1]
 	for pos := len(ids); ; pos++ {
 		switch {
-		case next == tok.BOS():
+		case next == tok.BOS() && next >= 0:
 			st.StopReason = "bos"
-		case next == tok.EOS():
+		case tok.IsEOG(next):
 			st.StopReason = "eos"
 		}
 		if st.StopReason != "" {
 			break
 		}
-		if _, err := io.WriteString(out, printable(tok.Decode(prev, next))); err != nil {
+		if _, err := io.WriteString(out, printable(text.Next(next))); err != nil {
 			return st, err
 		}
 		st.GeneratedTokens++
-		prev = next
 		// The token just printed sits at position pos; feeding it is only
 		// worth it while pos is inside the step budget (llama2.c's -n).
 		if pos >= steps {
@@ -88,6 +97,9 @@ func Generate(ctx context.Context, s Session, tok *tokenizer.Tokenizer, contextL
 		}
 	}
 	st.Decode = time.Since(t0)
+	if _, err := io.WriteString(out, printable(text.Flush())); err != nil {
+		return st, err
+	}
 	return st, nil
 }
 
@@ -106,24 +118,21 @@ func samplingStep(s Session, smp *sample.Sampler) func(context.Context, []int, i
 	}
 }
 
-func writePieces(out io.Writer, tok *tokenizer.Tokenizer, ids []int) error {
-	for i := 1; i < len(ids); i++ {
-		if _, err := io.WriteString(out, printable(tok.Decode(ids[i-1], ids[i]))); err != nil {
-			return err
-		}
+// printable drops ASCII control characters (other than white space) from
+// decoded text, as llama2.c drops such byte pieces, so that a model cannot
+// emit terminal control sequences.
+func printable(text string) string {
+	if strings.IndexFunc(text, isControlChar) < 0 {
+		return text
 	}
-	return nil
+	return strings.Map(func(r rune) rune {
+		if isControlChar(r) {
+			return -1
+		}
+		return r
+	}, text)
 }
 
-// printable drops a piece that is a lone ASCII control byte (other than
-// whitespace), as llama2.c does, so that raw byte tokens cannot emit terminal
-// control sequences. Bytes of multi-byte UTF-8 characters pass through.
-func printable(piece string) string {
-	if len(piece) == 1 {
-		c := piece[0]
-		if (c < 0x20 && c != '\n' && c != '\t' && c != '\r') || c == 0x7f {
-			return ""
-		}
-	}
-	return piece
+func isControlChar(r rune) bool {
+	return (r < 0x20 && r != '\n' && r != '\t' && r != '\r') || r == 0x7f
 }

@@ -17,7 +17,7 @@ type Score struct {
 }
 
 // ScoreText feeds BOS + text and measures how well each next token was predicted.
-func ScoreText(ctx context.Context, s Session, tok *tokenizer.Tokenizer, contextLen int, text string) (Score, error) {
+func ScoreText(ctx context.Context, s Session, tok tokenizer.Tokenizer, contextLen int, text string) (Score, error) {
 	ids := tok.Encode(text, true, false)
 	if len(ids) < 2 {
 		return Score{}, fmt.Errorf("text encodes to no tokens after BOS: nothing to score")

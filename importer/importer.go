@@ -11,6 +11,7 @@ import (
 	"github.com/seamlm/seam/mapped"
 	"github.com/seamlm/seam/model"
 	"github.com/seamlm/seam/tensor"
+	"github.com/seamlm/seam/tokenizer"
 )
 
 // Options control an import.
@@ -80,7 +81,11 @@ func writeAll(b *container.Builder, m *loader.Model) error {
 		return err
 	}
 	if m.Tokenizer != nil {
-		if err := b.SetTokenizer(m.Tokenizer.Vocab()); err != nil {
+		spec, err := tokenizer.SpecOf(m.Tokenizer)
+		if err != nil {
+			return err
+		}
+		if err := b.SetTokenizerSpec(spec); err != nil {
 			return err
 		}
 	}

@@ -11,7 +11,7 @@ import (
 // and the identity, but no weights.
 type Head struct {
 	Config    model.Config
-	Tokenizer *tokenizer.Tokenizer
+	Tokenizer tokenizer.Tokenizer
 	Identity  [32]byte
 	Codecs    map[int]*codec.Codec // a container's boundary codecs, by boundary layer
 }

@@ -26,7 +26,8 @@ const (
 
 // Options select what to load.
 type Options struct {
-	// TokenizerPath is a llama2.c tokenizer file. Required for llama2.c
+	// TokenizerPath is a tokenizer: a llama2.c tokenizer.bin, a GGUF file
+	// or a Hugging Face tokenizer.json (or folder). Required for llama2.c
 	// checkpoints, which carry no vocabulary; it overrides a GGUF's or a
 	// container's own vocabulary when given.
 	TokenizerPath string
@@ -42,7 +43,7 @@ type Model struct {
 	Path      string
 	Format    Format
 	Weights   *model.Weights
-	Tokenizer *tokenizer.Tokenizer // nil when Options.NoTokenizer
+	Tokenizer tokenizer.Tokenizer // nil when Options.NoTokenizer
 	// Codecs are the boundary codecs attached to a container, by boundary
 	// layer, for the boundaries of the loaded range (its first and last layer).
 	Codecs map[int]*codec.Codec
@@ -160,19 +161,12 @@ func openGGUF(path string, opts Options) (*Model, error) {
 	return m, nil
 }
 
-func ggufTokenizer(f *gguf.File, path string) (*tokenizer.Tokenizer, error) {
-	v, err := f.Vocab()
+func ggufTokenizer(f *gguf.File, path string) (tokenizer.Tokenizer, error) {
+	v, err := tokenizer.ReadGGUFVocab(f)
 	if err != nil {
 		return nil, err
 	}
-	if v.Model != "" && v.Model != "llama" {
-		return nil, fmt.Errorf("%s: tokenizer model %q is not supported (supported: llama)", path, v.Model)
-	}
-	t, err := tokenizer.New(tokenizer.Vocab{Pieces: v.Pieces, Scores: v.Scores, Types: v.Types, BOS: v.BOS, EOS: v.EOS})
-	if err != nil {
-		return nil, fmt.Errorf("%s: vocabulary: %w", path, err)
-	}
-	return t, nil
+	return tokenizer.NewFromGGUF(v, path)
 }
 
 func openLlama2c(path string, opts Options) (*Model, error) {
@@ -195,10 +189,43 @@ func openLlama2c(path string, opts Options) (*Model, error) {
 	return m, nil
 }
 
-func loadLlama2cTokenizer(path string, vocabSize int) (*tokenizer.Tokenizer, error) {
-	t, err := tokenizer.LoadLlama2c(path, vocabSize)
+// loadLlama2cTokenizer loads the tokenizer given with --tokenizer: a
+// llama2.c tokenizer.bin of vocabSize tokens, a GGUF file's vocabulary, or a
+// Hugging Face tokenizer.json (or a folder holding one). The vocabulary may
+// be smaller than the model's (models pad their embeddings), never larger.
+func loadLlama2cTokenizer(path string, vocabSize int) (tokenizer.Tokenizer, error) {
+	var t tokenizer.Tokenizer
+	var err error
+	if isGGUFOrHF(path) {
+		t, err = tokenizer.Load(path)
+	} else {
+		t, err = tokenizer.LoadLlama2c(path, vocabSize)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}
+	if t.VocabSize() > vocabSize {
+		return nil, fmt.Errorf("tokenizer %s: %d tokens, more than the model's vocabulary of %d", path, t.VocabSize(), vocabSize)
+	}
 	return t, nil
+}
+
+// isGGUFOrHF tells a GGUF file, a tokenizer.json or a folder from a
+// llama2.c tokenizer.bin by the first bytes.
+func isGGUFOrHF(path string) bool {
+	st, err := os.Stat(path)
+	if err != nil {
+		return false
+	}
+	if st.IsDir() {
+		return true
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var head [4]byte
+	n, _ := io.ReadFull(f, head[:])
+	return string(head[:n]) == "GGUF" || (n > 0 && head[0] == '{')
 }

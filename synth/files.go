@@ -12,7 +12,7 @@ import (
 // WriteLlama2cTokenizer writes t's vocabulary in llama2.c's tokenizer.bin
 // layout (int32 max piece length, then per piece: f32 score, int32 length,
 // bytes), so that llama2.c's run.c can load a synthetic model for A/B runs.
-func WriteLlama2cTokenizer(w io.Writer, t *tokenizer.Tokenizer) error {
+func WriteLlama2cTokenizer(w io.Writer, t *tokenizer.SentencePiece) error {
 	v := t.Vocab()
 	maxLen := 0
 	for _, p := range v.Pieces {

@@ -14,6 +14,7 @@ import (
 	"github.com/seamlm/seam/loader"
 	"github.com/seamlm/seam/model"
 	"github.com/seamlm/seam/tensor"
+	"github.com/seamlm/seam/tokenizer"
 )
 
 // tinyShape has grouped-query attention, a feed-forward width that is three
@@ -161,7 +162,7 @@ func TestTinyGGUFOpensAndRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lm.Close()
-	v := lm.Tokenizer.Vocab()
+	v := lm.Tokenizer.(*tokenizer.SentencePiece).Vocab()
 	if len(v.Pieces) != cfg.VocabSize || v.BOS != 1 || v.EOS != 2 || v.Pieces[259] != " " {
 		t.Errorf("vocabulary: %d pieces, bos %d, eos %d, piece 259 %q; want %d, 1, 2, \" \"",
 			len(v.Pieces), v.BOS, v.EOS, v.Pieces[259], cfg.VocabSize)

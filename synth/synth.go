@@ -90,7 +90,7 @@ func ones(name string, n int) tensor.Tensor {
 // Tokenizer returns a vocabulary of vocabSize pieces (at least 259): the
 // three specials, the 256 byte pieces, printable ASCII characters, then
 // common English pairs, so that text encodes and decodes readably.
-func Tokenizer(vocabSize int) (*tokenizer.Tokenizer, error) {
+func Tokenizer(vocabSize int) (*tokenizer.SentencePiece, error) {
 	if vocabSize < 3+256 {
 		return nil, fmt.Errorf("synthetic vocabulary needs at least 259 pieces, asked for %d", vocabSize)
 	}

@@ -160,7 +160,7 @@ func readGGUFVocab(data []byte) (Vocab, error) {
 	return v, nil
 }
 
-func loadGGUFTokenizer(t *testing.T) *Tokenizer {
+func loadGGUFTokenizer(t *testing.T) *SentencePiece {
 	t.Helper()
 	data, err := os.ReadFile(testmodels.Path(t, testmodels.Stories260KGGUF))
 	if err != nil {

@@ -16,13 +16,19 @@ const (
 )
 
 // LoadLlama2c reads a llama2.c tokenizer.bin holding vocabSize tokens (the
-// file does not record its size; it comes from the model).
-func LoadLlama2c(path string, vocabSize int) (*Tokenizer, error) {
+// file does not record its size; it comes from the model). vocabSize < 0
+// reads every token the file holds (for tools that have no model).
+func LoadLlama2c(path string, vocabSize int) (*SentencePiece, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("open llama2.c tokenizer: %w", err)
 	}
 	defer f.Close()
+	if vocabSize < 0 {
+		if vocabSize, err = countLlama2cTokens(f, path); err != nil {
+			return nil, err
+		}
+	}
 	if err := checkFileSize(f, path, vocabSize); err != nil {
 		return nil, err
 	}
@@ -34,6 +40,36 @@ func LoadLlama2c(path string, vocabSize int) (*Tokenizer, error) {
 		return nil, fmt.Errorf("%s: read: %w", path, err)
 	}
 	return ParseLlama2c(data, path, vocabSize)
+}
+
+// maxLlama2cFile bounds a tokenizer.bin read without a model's vocab size.
+const maxLlama2cFile = 64 << 20
+
+// countLlama2cTokens walks the records of a tokenizer.bin to count them.
+func countLlama2cTokens(f *os.File, path string) (int, error) {
+	data, err := io.ReadAll(io.LimitReader(f, maxLlama2cFile+1))
+	if err != nil {
+		return 0, fmt.Errorf("%s: read: %w", path, err)
+	}
+	if len(data) > maxLlama2cFile {
+		return 0, fmt.Errorf("%s: larger than %d bytes; not a llama2.c tokenizer", path, maxLlama2cFile)
+	}
+	if len(data) < 4 {
+		return 0, fmt.Errorf("%s: file is %d bytes, too short for the 4-byte max_token_length header", path, len(data))
+	}
+	maxLen := int64(int32(binary.LittleEndian.Uint32(data)))
+	n := 0
+	for off := 4; off < len(data); n++ {
+		_, _, next, err := parseLlama2cToken(data, off, maxLen)
+		if err != nil {
+			return 0, fmt.Errorf("%s: token %d: %w (is it a llama2.c tokenizer?)", path, n, err)
+		}
+		off = next
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return 0, fmt.Errorf("%s: %w", path, err)
+	}
+	return n, nil
 }
 
 // checkFileSize refuses, before reading it whole, a file larger than
@@ -66,7 +102,7 @@ func checkFileSize(f *os.File, path string, vocabSize int) error {
 // many bytes. name is used in error messages. BOS is 1 and EOS 2, as in
 // llama2.c; their pieces, exported as "\n<s>\n" and "\n</s>\n", are trimmed to
 // "<s>" and "</s>" so that the vocabulary matches the GGUF spelling.
-func ParseLlama2c(data []byte, name string, vocabSize int) (*Tokenizer, error) {
+func ParseLlama2c(data []byte, name string, vocabSize int) (*SentencePiece, error) {
 	v, err := parseLlama2cVocab(data, name, vocabSize)
 	if err != nil {
 		return nil, err

@@ -36,7 +36,7 @@ var llama2cCases = []struct {
 	{"Once upon a time, there was a little girl named Lily. She loved to play outside in the park.", []int{403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426, 338, 401, 396, 267, 337, 410, 408, 419, 292, 411, 322, 265, 282, 295, 433, 426}},
 }
 
-func loadTok512(t testing.TB) *Tokenizer {
+func loadTok512(t testing.TB) *SentencePiece {
 	t.Helper()
 	tok, err := LoadLlama2c(testmodels.Path(t, testmodels.Tok512), 512)
 	if err != nil {

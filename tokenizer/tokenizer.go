@@ -1,19 +1,71 @@
-// Package tokenizer implements the SentencePiece-style BPE tokenizer used by
-// llama2.c and by GGUF llama models (tokenizer.ggml.model = "llama").
+// Package tokenizer turns text into token ids and back for the vocabularies
+// Seam runs:
 //
-// Vocabularies from both sources are normalised on construction so that they
-// behave identically: the SentencePiece word mark U+2581 ("▁") used by GGUF is
-// stored as a plain space, the form llama2.c's tokenizer.bin uses. Encoding
-// follows llama2.c's encode(): a dummy-prefix space, one symbol per UTF-8
-// character with byte fallback, then greedy merges of the best-scoring
-// adjacent pair. Decoding follows llama2.c's decode().
+//   - SentencePiece-style vocabularies (score-ordered merges with byte
+//     fallback): llama2.c's tokenizer.bin and GGUF files whose
+//     tokenizer.ggml.model is "llama" (type SentencePiece);
+//   - byte-level BPE (the GPT-2 family: Llama 3, Qwen 2 and 3), from GGUF
+//     files whose tokenizer.ggml.model is "gpt2" or from a Hugging Face
+//     tokenizer.json, and the merge-ranked SentencePiece BPE of a Llama 2
+//     style tokenizer.json (type BPE).
+//
+// Every tokenizer implements the Tokenizer interface. A vocabulary follows
+// the semantics of the engine that defines its file format: llama2.c's
+// run.c for tokenizer.bin, llama.cpp for GGUF, Hugging Face tokenizers for
+// tokenizer.json. docs/tokenizer.md describes what is supported and the
+// rules for special tokens, literal spans and decoding.
 package tokenizer
 
-import (
-	"fmt"
-	"math"
-	"strings"
-)
+// Tokenizer encodes text to token ids and decodes ids back to text.
+// Implementations are immutable after construction and safe for concurrent
+// use.
+type Tokenizer interface {
+	// Encode tokenizes text, with BOS first when bos is set and EOS last when
+	// eos is set. Text that spells a special or added token becomes that
+	// token (as Hugging Face's encode(text, add_special_tokens=False) and
+	// llama.cpp's tokenize(text, parse_special=true) do), except for
+	// llama2.c vocabularies, which never parse specials (as run.c).
+	Encode(text string, bos, eos bool) []int
+	// EncodeWith is Encode with options: inside opt.Literal spans no special
+	// token is recognised, so user-supplied text cannot become control
+	// tokens.
+	EncodeWith(text string, opt EncodeOptions) []int
+	// Decode returns the raw bytes of token id following token prev (maybe
+	// part of a UTF-8 character). Control tokens decode to "". prev matters
+	// only for SentencePiece-style vocabularies, whose leading space is
+	// dropped at the start of a text (prev < 0 or prev == BOS()).
+	Decode(prev, id int) string
+	// DecodeAll decodes a sequence as the start of a text: the raw bytes,
+	// control tokens left out. DecodeAll(Encode(s, ...)) == s for text
+	// without special tokens (after the vocabulary's normalisation, NFC for
+	// Qwen's tokenizer.json).
+	DecodeAll(ids []int) string
+	// VocabSize is the number of ids (the highest id plus one).
+	VocabSize() int
+	// BOS and EOS are the beginning- and end-of-sequence ids, -1 when the
+	// vocabulary has none.
+	BOS() int
+	EOS() int
+	// AddBOS is the file's rule: whether a prompt starts with BOS.
+	AddBOS() bool
+	// IsEOG reports whether id ends generation (EOS, <|eot_id|>,
+	// <|im_end|>, ...).
+	IsEOG(id int) bool
+	// Piece returns the text of token id: the decoded bytes of a normal
+	// token (a SentencePiece word mark as a space, a byte piece spelled
+	// <0xNN>), the content of a special token; "" when out of range.
+	Piece(id int) string
+}
+
+// EncodeOptions control EncodeWith.
+type EncodeOptions struct {
+	BOS, EOS bool
+	// Literal spans are byte ranges of the text, sorted and disjoint, in
+	// which no special token is recognised. Special tokens are found only
+	// entirely outside them; text on both sides of a span boundary is
+	// otherwise tokenized together, exactly as if the spans were absent.
+	Literal []Span
+}
 
 // Token types, as in GGUF's tokenizer.ggml.token_type and SentencePiece.
 const (
@@ -21,297 +73,27 @@ const (
 	TypeNormal      int32 = 1
 	TypeUnknown     int32 = 2
 	TypeControl     int32 = 3
-	TypeUserDefined int32 = 4 // matched like a normal piece (llama2.c has no special handling)
-	TypeUnused      int32 = 5 // matched like a normal piece, as llama2.c would
+	TypeUserDefined int32 = 4 // added text token: matched in text, decoded as its text
+	TypeUnused      int32 = 5
 	TypeByte        int32 = 6
 )
 
-// wordMark is SentencePiece's word-boundary symbol; GGUF vocabularies spell
-// the space with it, llama2.c files with an ASCII space.
-const wordMark = "\u2581"
-
-// Vocab is a vocabulary as stored in a model file.
-type Vocab struct {
-	Pieces []string
-	Scores []float32
-	Types  []int32 // may be nil: types are then inferred (see New)
-	BOS    int
-	EOS    int
-}
-
-// Tokenizer encodes text to token ids and decodes ids back to text. It is
-// immutable after New and safe for concurrent use.
-type Tokenizer struct {
-	pieces []string // word mark normalised to a space
-	scores []float32
-	types  []int32
-	bos    int
-	eos    int
-
-	// lookup maps the text of every matchable piece (not unknown, control or
-	// byte) to its id; on duplicates the first id wins.
-	lookup   map[string]int
-	maxMatch int      // longest matchable piece in bytes, to skip hopeless merges
-	byteIDs  [256]int // id to emit for each raw byte (byte fallback)
-	byteVal  []int16  // per id: the raw byte a byte piece stands for, or -1
-}
-
-// New validates v and builds a tokenizer from it.
-//
-// Pieces are normalised: every U+2581 becomes a space. When v.Types is nil
-// the types are inferred the way llama2.c's vocabularies are laid out: BOS and
-// EOS are control pieces, "<unk>" is the unknown piece, pieces spelled
-// <0xNN> are byte pieces, everything else is normal. When v.Types is given, a
-// byte-typed piece must be spelled <0xNN>.
-//
-// If two matchable pieces have the same (normalised) text, text is matched to
-// the first of them; the later one can still be decoded.
-//
-// Byte fallback emits, for a byte b, the byte piece <0xNN> for b when the
-// vocabulary has one; otherwise id b+3 (llama2.c's convention: <unk>, <s>,
-// </s>, then the 256 bytes) when that id exists; otherwise the unknown piece
-// (the first unknown-typed id, else 0). Only with all 256 byte pieces present
-// is DecodeAll(Encode(s)) == s guaranteed for arbitrary bytes.
-func New(v Vocab) (*Tokenizer, error) {
-	n := len(v.Pieces)
-	if err := checkVocab(v); err != nil {
-		return nil, err
-	}
-	t := &Tokenizer{
-		pieces: make([]string, n),
-		scores: append([]float32(nil), v.Scores...),
-		types:  make([]int32, n),
-		bos:    v.BOS,
-		eos:    v.EOS,
-		lookup: make(map[string]int, n),
-	}
-	for i, p := range v.Pieces {
-		t.pieces[i] = strings.ReplaceAll(p, wordMark, " ")
-	}
-	if v.Types != nil {
-		copy(t.types, v.Types)
-	} else {
-		t.inferTypes()
-	}
-	if err := t.indexBytes(); err != nil {
-		return nil, err
-	}
-	t.indexText()
-	return t, nil
-}
-
-func checkVocab(v Vocab) error {
-	n := len(v.Pieces)
-	if n == 0 {
-		return fmt.Errorf("empty vocabulary")
-	}
-	if len(v.Scores) != n {
-		return fmt.Errorf("vocabulary has %d pieces but %d scores", n, len(v.Scores))
-	}
-	if v.Types != nil && len(v.Types) != n {
-		return fmt.Errorf("vocabulary has %d pieces but %d token types", n, len(v.Types))
-	}
-	if v.BOS < 0 || v.BOS >= n {
-		return fmt.Errorf("BOS id %d out of range [0, %d)", v.BOS, n)
-	}
-	if v.EOS < 0 || v.EOS >= n {
-		return fmt.Errorf("EOS id %d out of range [0, %d)", v.EOS, n)
-	}
-	for i, s := range v.Scores {
-		// A NaN or infinite score would make the merge order meaningless.
-		if math.IsNaN(float64(s)) || math.IsInf(float64(s), 0) {
-			return fmt.Errorf("token %d (%q): score %v is not finite", i, v.Pieces[i], s)
-		}
-	}
-	for i, ty := range v.Types {
-		if ty < TypeUndefined || ty > TypeByte {
-			return fmt.Errorf("token %d (%q): token type %d is not one of 0..6", i, v.Pieces[i], ty)
-		}
-	}
-	return nil
-}
-
-// inferTypes assigns types to a vocabulary that came without them.
-func (t *Tokenizer) inferTypes() {
-	for i, p := range t.pieces {
-		_, isByte := parseBytePiece(p)
-		switch {
-		case i == t.bos || i == t.eos:
-			t.types[i] = TypeControl
-		case p == "<unk>":
-			t.types[i] = TypeUnknown
-		case isByte:
-			t.types[i] = TypeByte
-		default:
-			t.types[i] = TypeNormal
-		}
-	}
-}
-
-// indexBytes fills byteVal and byteIDs from the byte pieces.
-func (t *Tokenizer) indexBytes() error {
-	t.byteVal = make([]int16, len(t.pieces))
-	found := [256]bool{}
-	for i, p := range t.pieces {
-		t.byteVal[i] = -1
-		if t.types[i] != TypeByte {
-			continue
-		}
-		b, ok := parseBytePiece(p)
-		if !ok {
-			return fmt.Errorf("token %d: byte-typed piece %q is not of the form <0xNN>", i, p)
-		}
-		t.byteVal[i] = int16(b)
-		if !found[b] {
-			found[b] = true
-			t.byteIDs[b] = i
-		}
-	}
-	unk := t.unknownID()
-	for b := range 256 {
-		switch {
-		case found[b]:
-		case b+3 < len(t.pieces):
-			t.byteIDs[b] = b + 3
-		default:
-			t.byteIDs[b] = unk
-		}
-	}
-	return nil
-}
-
-func (t *Tokenizer) unknownID() int {
-	for i, ty := range t.types {
-		if ty == TypeUnknown {
-			return i
-		}
-	}
-	return 0
-}
-
-// indexText builds the text lookup over matchable pieces.
-func (t *Tokenizer) indexText() {
-	for i, p := range t.pieces {
-		if !t.matchable(i) || p == "" {
-			continue
-		}
-		if _, dup := t.lookup[p]; dup {
-			continue // keep the first id with this text
-		}
-		t.lookup[p] = i
-		t.maxMatch = max(t.maxMatch, len(p))
-	}
-}
-
-// matchable reports whether text can be encoded to piece id. Unknown,
-// control and byte pieces stand for no text of their own.
-func (t *Tokenizer) matchable(id int) bool {
-	switch t.types[id] {
-	case TypeUnknown, TypeControl, TypeByte:
-		return false
-	}
-	return true
-}
-
-// parseBytePiece recognises "<0xNN>" (two hex digits, either case).
-func parseBytePiece(p string) (byte, bool) {
-	if len(p) != 6 || p[:3] != "<0x" || p[5] != '>' {
-		return 0, false
-	}
-	hi, ok1 := hexDigit(p[3])
-	lo, ok2 := hexDigit(p[4])
-	return hi<<4 | lo, ok1 && ok2
-}
-
-func hexDigit(c byte) (byte, bool) {
-	switch {
-	case c >= '0' && c <= '9':
-		return c - '0', true
-	case c >= 'a' && c <= 'f':
-		return c - 'a' + 10, true
-	case c >= 'A' && c <= 'F':
-		return c - 'A' + 10, true
-	}
-	return 0, false
-}
-
-// VocabSize returns the number of pieces.
-func (t *Tokenizer) VocabSize() int { return len(t.pieces) }
-
-// BOS returns the beginning-of-sequence id.
-func (t *Tokenizer) BOS() int { return t.bos }
-
-// EOS returns the end-of-sequence id.
-func (t *Tokenizer) EOS() int { return t.eos }
-
-// Piece returns the normalised text of piece id (word mark as a space), or ""
-// when id is out of range.
-func (t *Tokenizer) Piece(id int) string {
-	if id < 0 || id >= len(t.pieces) {
-		return ""
-	}
-	return t.pieces[id]
-}
-
-// Score returns the merge score of piece id, or 0 when id is out of range.
-func (t *Tokenizer) Score(id int) float32 {
-	if id < 0 || id >= len(t.pieces) {
-		return 0
-	}
-	return t.scores[id]
-}
-
-// Type returns the token type of piece id (given or inferred), or
-// TypeUndefined when id is out of range.
-func (t *Tokenizer) Type(id int) int32 {
-	if id < 0 || id >= len(t.pieces) {
-		return TypeUndefined
-	}
-	return t.types[id]
-}
-
-// Vocab returns a copy of the normalised vocabulary, with types filled in;
-// New(t.Vocab()) builds a tokenizer that behaves identically.
-func (t *Tokenizer) Vocab() Vocab {
-	return Vocab{
-		Pieces: append([]string(nil), t.pieces...),
-		Scores: append([]float32(nil), t.scores...),
-		Types:  append([]int32(nil), t.types...),
-		BOS:    t.bos,
-		EOS:    t.eos,
-	}
-}
-
-// Decode returns the text of token id following token prev, with llama2.c's
-// rules: after BOS a leading space is dropped (it is the dummy prefix), and a
-// byte piece becomes its raw byte (possibly one part of a multi-byte UTF-8
-// character). Control pieces (BOS, EOS, ...) decode to "" so that llama2.c
-// files ("\n<s>\n") and GGUF files ("<s>") agree; ids out of range decode to
-// "".
-func (t *Tokenizer) Decode(prev, id int) string {
-	if id < 0 || id >= len(t.pieces) || t.types[id] == TypeControl {
-		return ""
-	}
-	if b := t.byteVal[id]; b >= 0 {
-		return string([]byte{byte(b)})
-	}
-	p := t.pieces[id]
-	if prev == t.bos && strings.HasPrefix(p, " ") {
-		p = p[1:]
-	}
-	return p
-}
-
-// DecodeAll decodes a whole sequence as if it followed BOS, so that the
-// dummy-prefix space Encode adds is dropped and DecodeAll(Encode(s, ...)) == s.
-// Byte pieces are assembled as raw bytes, so characters split across byte
-// pieces come out whole.
-func (t *Tokenizer) DecodeAll(ids []int) string {
-	var sb strings.Builder
-	prev := t.bos
-	for _, id := range ids {
-		sb.WriteString(t.Decode(prev, id))
-		prev = id
-	}
-	return sb.String()
+// eogTexts are token texts that end generation whatever the file's EOS id,
+// the list llama.cpp applies (llama-vocab.cpp, special_eog_ids) restricted to
+// the families Seam runs, plus the end-of-turn and FIM separators it adds
+// through eot/fim ids. A Hugging Face tokenizer.json gets the same list so
+// that both sources of one model stop at the same tokens.
+var eogTexts = map[string]bool{
+	"<|eot_id|>":      true,
+	"<|eom_id|>":      true,
+	"<|im_end|>":      true,
+	"<|end|>":         true,
+	"<|endoftext|>":   true,
+	"<|end_of_text|>": true,
+	"<end_of_turn>":   true,
+	"<EOT>":           true,
+	"</s>":            true,
+	"<|fim_pad|>":     true,
+	"<|repo_name|>":   true,
+	"<|file_sep|>":    true,
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // tiny builds a small vocabulary by hand; ids are the slice positions.
-func tiny(t *testing.T, pieces []string, scores []float32, types []int32) *Tokenizer {
+func tiny(t *testing.T, pieces []string, scores []float32, types []int32) *SentencePiece {
 	t.Helper()
 	tok, err := New(Vocab{Pieces: pieces, Scores: scores, Types: types, BOS: 1, EOS: 2})
 	if err != nil {

@@ -111,7 +111,7 @@ func localSession(modelPath, tokPath string) (*loader.Model, generate.Session, e
 }
 
 // runGeneration streams a generation to stdout and its timing to stderr.
-func runGeneration(cmd *cobra.Command, sess generate.Session, tok *tokenizer.Tokenizer, contextLen int, prompt string, steps int, smp *sample.Sampler) error {
+func runGeneration(cmd *cobra.Command, sess generate.Session, tok tokenizer.Tokenizer, contextLen int, prompt string, steps int, smp *sample.Sampler) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	defer sess.Close()

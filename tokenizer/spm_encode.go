@@ -26,20 +26,44 @@ import (
 //   - a vocabulary without a " " piece gets the byte fallback for the dummy
 //     prefix (llama2.c emits id -1).
 //
+// A vocabulary read from GGUF first cuts out the special pieces spelled in
+// the text (llama.cpp's parse_special) and gives each remaining fragment
+// that follows the start or a special token its dummy-prefix space (none
+// when the file sets tokenizer.ggml.add_space_prefix to false).
+//
 // Duplicate piece spellings resolve to the first id (see New).
 //
 // Merging uses a priority queue over a linked list of symbols, so the cost is
 // O(n log n) in the text length.
-func (t *Tokenizer) Encode(text string, bos, eos bool) []int {
-	ids := make([]int, 0, len(text)+3)
-	if bos {
+func (t *SentencePiece) Encode(text string, bos, eos bool) []int {
+	return t.EncodeWith(text, EncodeOptions{BOS: bos, EOS: eos})
+}
+
+// EncodeWith is Encode with literal spans, in which no special piece is
+// recognised.
+func (t *SentencePiece) EncodeWith(text string, opt EncodeOptions) []int {
+	ids := make([]int, 0, len(text)/2+3)
+	if opt.BOS {
 		ids = append(ids, t.bos)
 	}
-	if text != "" {
-		syms := t.symbols(" " + text)
-		ids = append(ids, t.merge(syms)...)
+	prevSpecial := true
+	for _, f := range t.specials.split(text, opt.Literal) {
+		if f.id >= 0 {
+			ids = append(ids, f.id)
+			prevSpecial = true
+			continue
+		}
+		frag := text[f.start:f.end]
+		if frag == "" {
+			continue
+		}
+		if prevSpecial && !t.noPrefix {
+			frag = " " + frag
+		}
+		ids = append(ids, t.merge(t.symbols(frag))...)
+		prevSpecial = false
 	}
-	if eos {
+	if opt.EOS {
 		ids = append(ids, t.eos)
 	}
 	return ids
@@ -47,7 +71,7 @@ func (t *Tokenizer) Encode(text string, bos, eos bool) []int {
 
 // symbols splits text into characters and maps each to a piece, falling back
 // to byte pieces. Invalid UTF-8 bytes each become one byte piece.
-func (t *Tokenizer) symbols(text string) []int {
+func (t *SentencePiece) symbols(text string) []int {
 	syms := make([]int, 0, len(text))
 	for i := 0; i < len(text); {
 		r, size := utf8.DecodeRuneInString(text[i:])
@@ -87,7 +111,7 @@ func (c candidate) before(d candidate) bool {
 
 // mergeState is a doubly linked list of symbols plus a heap of candidates.
 type mergeState struct {
-	t    *Tokenizer
+	t    *SentencePiece
 	tok  []int // token per position; -1 once merged into its left neighbour
 	prev []int
 	next []int
@@ -96,7 +120,7 @@ type mergeState struct {
 }
 
 // merge applies the best merges to syms and returns the remaining tokens.
-func (t *Tokenizer) merge(syms []int) []int {
+func (t *SentencePiece) merge(syms []int) []int {
 	n := len(syms)
 	s := &mergeState{t: t, tok: syms, prev: make([]int, n), next: make([]int, n)}
 	for i := range n {
