@@ -15,7 +15,7 @@ const Magic = "SEAM"
 // whenever any byte layout or rule in docs/wire.md changes meaning.
 const (
 	MinGeneration uint16 = 1
-	MaxGeneration uint16 = 1
+	MaxGeneration uint16 = 2
 )
 
 // HeaderSize is the fixed size of a frame header in bytes.
@@ -53,13 +53,14 @@ const (
 	KindClose    Kind = 7 // end a session
 	KindError    Kind = 8 // code and message; the request is aborted
 	KindRoute    Kind = 9 // head -> stage: connect to your downstream; empty: the stage's ack
-	numKinds          = 10
+	numKinds          = KindAssign + 1
 )
 
-var kindNames = [numKinds]string{"", "hello", "hello-ack", "prefill", "decode", "result", "reset", "close", "error", "route"}
+var kindNames = [numKinds]string{"", "hello", "hello-ack", "prefill", "decode", "result", "reset", "close", "error", "route", "",
+	"describe", "probe", "measure", "assign"}
 
 func (k Kind) String() string {
-	if k > 0 && k < numKinds {
+	if k > 0 && k < numKinds && kindNames[k] != "" {
 		return kindNames[k]
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))

@@ -175,3 +175,130 @@ func checkAddr(addr string) error {
 	}
 	return nil
 }
+
+// PoolGeneration is the first protocol generation with pool frames.
+const PoolGeneration uint16 = 2
+
+// Pool frame kinds (generation PoolGeneration on). None carries a session.
+const (
+	// KindDescribe: head -> unassigned pool member, empty: "describe
+	// yourself"; the member answers Describe with a Description.
+	KindDescribe Kind = 11
+	// KindProbe: n payload bytes (0 .. MaxProbeBytes) to time a link; the
+	// receiver answers Probe with an empty payload once it has them all.
+	KindProbe Kind = 12
+	// KindMeasure: head -> pool member, an address: "measure your link to
+	// it"; the member answers Measure with a LinkReport.
+	KindMeasure Kind = 13
+	// KindAssign: head -> pool member, an Assignment; the member maps the
+	// layers and answers Assign with the same assignment, or an Error.
+	KindAssign Kind = 14
+)
+
+// MaxProbeBytes bounds a Probe frame's payload.
+const MaxProbeBytes = 8 << 20
+
+// checkPool checks a pool frame's header: a generation that has pool
+// frames, no flags, tensor fields or session, and a length the kind allows.
+func checkPool(h *Header) error {
+	if h.Generation < PoolGeneration {
+		return fmt.Errorf("%v frame in generation %d; pool frames exist from generation %d: %w", h.Kind, h.Generation, PoolGeneration, ErrMalformed)
+	}
+	if h.Session != 0 {
+		return fmt.Errorf("%v frame with session %d, want 0: %w", h.Kind, h.Session, ErrMalformed)
+	}
+	switch h.Kind {
+	case KindDescribe:
+		if h.Length != 0 && h.Length != DescriptionSize {
+			return fmt.Errorf("describe payload of %d bytes, want 0 (a question) or %d (an answer): %w", h.Length, DescriptionSize, ErrMalformed)
+		}
+		return checkControl(h, false, 0, DescriptionSize)
+	case KindProbe:
+		return checkControl(h, false, 0, MaxProbeBytes)
+	case KindMeasure:
+		return checkControl(h, false, 3, 2+MaxAddrBytes)
+	}
+	return checkControl(h, false, AssignmentSize, AssignmentSize)
+}
+
+// WriteDescribe writes a head's question (d == nil) or a member's answer.
+func (fr *Framer) WriteDescribe(req uint64, d *Description) error {
+	b := fr.startPayload()
+	if d != nil {
+		var err error
+		if b, err = AppendDescription(b, d); err != nil {
+			return fmt.Errorf("write describe frame: %w", err)
+		}
+	}
+	return fr.finish(Header{Kind: KindDescribe, Request: req}, b)
+}
+
+// Description decodes a member's answer to Describe.
+func (f *Frame) Description() (Description, error) {
+	if f.Kind != KindDescribe {
+		return Description{}, fmt.Errorf("description requested from a %v frame: %w", f.Kind, ErrMalformed)
+	}
+	return DecodeDescription(f.Payload)
+}
+
+// WriteProbe writes a Probe of n zero bytes (n = 0: the answer).
+func (fr *Framer) WriteProbe(req uint64, n int) error {
+	if n < 0 || n > MaxProbeBytes {
+		return fmt.Errorf("write probe frame of %d bytes, want 0..%d: %w", n, MaxProbeBytes, ErrLimit)
+	}
+	b := fr.startPayload()
+	b = append(b, make([]byte, n)...)
+	return fr.finish(Header{Kind: KindProbe, Request: req}, b)
+}
+
+// WriteMeasure writes a head's request to measure the link to addr.
+func (fr *Framer) WriteMeasure(req uint64, addr string) error {
+	b, err := AppendMeasure(fr.startPayload(), addr)
+	if err != nil {
+		return fmt.Errorf("write measure frame: %w", err)
+	}
+	return fr.finish(Header{Kind: KindMeasure, Request: req}, b)
+}
+
+// MeasureAddr decodes a Measure request.
+func (f *Frame) MeasureAddr() (string, error) {
+	if f.Kind != KindMeasure {
+		return "", fmt.Errorf("measure address requested from a %v frame: %w", f.Kind, ErrMalformed)
+	}
+	return DecodeMeasure(f.Payload)
+}
+
+// WriteLinkReport writes a member's answer to Measure.
+func (fr *Framer) WriteLinkReport(req uint64, r *LinkReport) error {
+	b, err := AppendLinkReport(fr.startPayload(), r)
+	if err != nil {
+		return fmt.Errorf("write measure frame: %w", err)
+	}
+	return fr.finish(Header{Kind: KindMeasure, Request: req}, b)
+}
+
+// LinkReport decodes a member's answer to Measure.
+func (f *Frame) LinkReport() (LinkReport, error) {
+	if f.Kind != KindMeasure {
+		return LinkReport{}, fmt.Errorf("link report requested from a %v frame: %w", f.Kind, ErrMalformed)
+	}
+	return DecodeLinkReport(f.Payload)
+}
+
+// WriteAssign writes a head's Assign, or a member's acknowledgement (the
+// same assignment).
+func (fr *Framer) WriteAssign(req uint64, a *Assignment) error {
+	b, err := AppendAssignment(fr.startPayload(), a)
+	if err != nil {
+		return fmt.Errorf("write assign frame: %w", err)
+	}
+	return fr.finish(Header{Kind: KindAssign, Request: req}, b)
+}
+
+// Assignment decodes an Assign frame.
+func (f *Frame) Assignment() (Assignment, error) {
+	if f.Kind != KindAssign {
+		return Assignment{}, fmt.Errorf("assignment requested from a %v frame: %w", f.Kind, ErrMalformed)
+	}
+	return DecodeAssignment(f.Payload)
+}

@@ -97,3 +97,58 @@ func FuzzPoolPayloads(f *testing.F) {
 		}
 	})
 }
+
+func TestPoolFrames(t *testing.T) {
+	var buf bytes.Buffer
+	w := NewFramer(&buf, nil)
+	if err := w.WriteDescribe(1, nil); err == nil {
+		t.Fatal("a pool frame was written before a generation-2 agreement")
+	}
+	buf.Reset()
+	a := Agreement{Generation: PoolGeneration, Encoding: EncodingF32, Width: 8, Vocab: 8}
+	w = NewFramer(&buf, nil)
+	w.Pin(a)
+	r := NewFramer(nil, &buf)
+	r.Pin(a)
+	d := Description{Free: 1 << 30, DecodeNanos: 1e6, PrefillNanos: 2e5, HeadNanos: 3e6}
+	as := Assignment{Layers: LayerRange{Start: 2, End: 5}, MaxSessions: 4}
+	lr := LinkReport{RTTNanos: 3e7, BitsPerSecond: 2e7}
+	for _, write := range []func() error{
+		func() error { return w.WriteDescribe(1, nil) },
+		func() error { return w.WriteDescribe(1, &d) },
+		func() error { return w.WriteProbe(2, 100000) },
+		func() error { return w.WriteProbe(2, 0) },
+		func() error { return w.WriteMeasure(3, "198.19.0.4:7070") },
+		func() error { return w.WriteLinkReport(3, &lr) },
+		func() error { return w.WriteAssign(4, &as) },
+	} {
+		if err := write(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func(k Kind, n int) *Frame {
+		f, err := r.ReadFrame()
+		if err != nil || f.Kind != k || len(f.Payload) != n {
+			t.Fatalf("read %v (%d bytes): %v %d, %v", k, n, f.Kind, len(f.Payload), err)
+		}
+		return f
+	}
+	read(KindDescribe, 0)
+	if got, err := read(KindDescribe, DescriptionSize).Description(); err != nil || got != d {
+		t.Fatalf("description %+v %v", got, err)
+	}
+	read(KindProbe, 100000)
+	read(KindProbe, 0)
+	if got, err := read(KindMeasure, 17).MeasureAddr(); err != nil || got != "198.19.0.4:7070" {
+		t.Fatalf("measure %q %v", got, err)
+	}
+	if got, err := read(KindMeasure, LinkReportSize).LinkReport(); err != nil || got != lr {
+		t.Fatalf("link report %+v %v", got, err)
+	}
+	if got, err := read(KindAssign, AssignmentSize).Assignment(); err != nil || got != as {
+		t.Fatalf("assignment %+v %v", got, err)
+	}
+	if err := w.WriteProbe(5, MaxProbeBytes+1); !errors.Is(err, ErrLimit) {
+		t.Fatalf("oversized probe: %v", err)
+	}
+}
