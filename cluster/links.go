@@ -4,8 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"slices"
 	"time"
+
+	"github.com/seamlm/seam/link"
 )
 
 // HeadName names the head in a link table.
@@ -70,57 +71,19 @@ func (ls Links) Get(a, b string) (Link, error) {
 	return Link{}, fmt.Errorf("no measurement of the link between %s and %s", a, b)
 }
 
-// Prober runs one probe exchange over a link: it sends n payload bytes and
-// returns when the peer has acknowledged receiving all of them.
-type Prober interface {
-	Probe(ctx context.Context, n int) error
-}
+// Prober runs one probe exchange over a link (see link.Prober).
+type Prober = link.Prober
 
-// MeasureOptions bound a link measurement.
-type MeasureOptions struct {
-	Pings    int           // small round trips for the RTT (default 5; the minimum is kept)
-	MinTime  time.Duration // a bandwidth transfer is grown until it takes this long (default 40 ms)
-	MaxBytes int           // largest bandwidth transfer (default 8 MiB)
-}
+// MeasureOptions bound a link measurement (see link.MeasureOptions).
+type MeasureOptions = link.MeasureOptions
 
-// MeasureLink measures round-trip time with small probes and bandwidth
-// with a transfer doubled from 64 KiB until it lasts MinTime (or reaches
-// MaxBytes). Bandwidth is bytes over (transfer time - RTT).
+// MeasureLink measures a link with probes (link.Measure) and checks the
+// figures.
 func MeasureLink(ctx context.Context, p Prober, opt MeasureOptions) (Link, error) {
-	if opt.Pings <= 0 {
-		opt.Pings = 5
+	f, err := link.Measure(ctx, p, opt)
+	if err != nil {
+		return Link{}, err
 	}
-	if opt.MinTime <= 0 {
-		opt.MinTime = 40 * time.Millisecond
-	}
-	if opt.MaxBytes <= 0 {
-		opt.MaxBytes = 8 << 20
-	}
-	timed := func(n int) (time.Duration, error) {
-		t0 := time.Now()
-		err := p.Probe(ctx, n)
-		return time.Since(t0), err
-	}
-	var rtts []time.Duration
-	for range opt.Pings + 1 { // the first warms the path up
-		d, err := timed(1)
-		if err != nil {
-			return Link{}, fmt.Errorf("link probe: %w", err)
-		}
-		rtts = append(rtts, d)
-	}
-	rtt := slices.Min(rtts[1:])
-	n := 64 << 10
-	for {
-		d, err := timed(n)
-		if err != nil {
-			return Link{}, fmt.Errorf("link probe of %d bytes: %w", n, err)
-		}
-		if d >= opt.MinTime || n >= opt.MaxBytes {
-			wire := max(d-rtt, time.Microsecond)
-			l := Link{RTT: rtt, Mbps: float64(n) * 8 / wire.Seconds() / 1e6}
-			return l, l.Validate()
-		}
-		n = min(2*n, opt.MaxBytes)
-	}
+	l := Link{RTT: f.RTT, Mbps: f.Mbps}
+	return l, l.Validate()
 }

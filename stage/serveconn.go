@@ -1,0 +1,19 @@
+package stage
+
+import "net"
+
+// ServeConn serves one accepted connection in a goroutine that Close
+// waits for, as Serve does for the connections it accepts. It is how a
+// pool member hands connections to the stage it became.
+func (s *Server) ServeConn(conn net.Conn) {
+	if !s.track(conn) {
+		conn.Close()
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer s.untrack(conn)
+		s.handle(conn)
+	}()
+}
