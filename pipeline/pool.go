@@ -105,7 +105,7 @@ func Assemble(ctx context.Context, addrs []string, opts Options, po PoolOptions)
 			return nil, err
 		}
 		req.Members = append(req.Members, cluster.Member{Name: m.display, Addr: m.addr, Free: int64(m.desc.Free),
-			Speed: cluster.Speed{DecodeLayer: time.Duration(m.desc.DecodeNanos), PrefillLayer: time.Duration(m.desc.PrefillNanos), Head: time.Duration(m.desc.HeadNanos)},
+			Speed:     cluster.Speed{DecodeLayer: time.Duration(m.desc.DecodeNanos), PrefillLayer: time.Duration(m.desc.PrefillNanos), Head: time.Duration(m.desc.HeadNanos)},
 			Encodings: m.hello.Encodings, Codecs: m.hello.Codecs})
 	}
 	for _, m := range ms {
