@@ -29,6 +29,9 @@ type Options struct {
 	// Encoding of activations between stages. For lowrank, each boundary
 	// uses its own codec, named by Codecs.
 	Encoding wire.EncodingID
+	// Encodings, when set, gives each boundary its own encoding (a plan's
+	// choice), in chain order; it must have one entry per boundary.
+	Encodings []wire.EncodingID
 	// Codecs are the learned codecs the head knows (from its container), by
 	// boundary; their digests go into the head's Hello, and lowrank routes
 	// name each boundary's codec by its short id.
@@ -203,9 +206,15 @@ func checkTiling(stages []*stageConn, n int) error {
 
 // route tells each stage but the last to connect to its successor.
 func (c *Chain) route(ctx context.Context) error {
+	if n := len(c.opts.Encodings); n > 0 && n != len(c.stages)-1 {
+		return fmt.Errorf("%d boundary encodings given for %d stages (want %d)", n, len(c.stages), len(c.stages)-1)
+	}
 	for i := 0; i+1 < len(c.stages); i++ {
 		next := c.stages[i+1]
 		r := wire.Route{Addr: next.addr, Peer: next.layers, Encoding: c.opts.Encoding}
+		if len(c.opts.Encodings) > 0 {
+			r.Encoding = c.opts.Encodings[i]
+		}
 		if r.Encoding == wire.EncodingLowRank {
 			id, err := c.codecAt(next.layers.Start)
 			if err != nil {

@@ -47,10 +47,10 @@ type member struct {
 // each, and if none holds layers yet, it asks each for its description,
 // measures every link (head to member with Probe frames; member to member
 // by asking the member to), plans, and assigns each planned member its
-// range. If every member already holds a range (assigned by an earlier
-// head) and the ranges tile the model, they are reused as they are. A mix
-// is refused. The connections are closed before it returns; dial the
-// chain with Dial or Supervise.
+// range. If members already hold ranges (assigned by an earlier head),
+// those are reused when they tile the model, and refused otherwise. The
+// connections are closed before it returns; dial the chain with Dial or
+// Supervise.
 func Assemble(ctx context.Context, addrs []string, opts Options, po PoolOptions) (*Assembly, error) {
 	if len(addrs) == 0 {
 		return nil, errors.New("the pool is empty")
@@ -80,17 +80,16 @@ func Assemble(ctx context.Context, addrs []string, opts Options, po PoolOptions)
 			assigned++
 		}
 	}
-	switch {
-	case assigned == len(ms):
-		return reuse(c, ms, po.Logger)
-	case assigned > 0:
-		var held []string
+	if assigned > 0 {
+		// An earlier head planned this pool: reuse the members that hold
+		// layers if they make a whole chain (a plan may leave members out).
+		var held []*member
 		for _, m := range ms {
 			if m.layers.Start != m.layers.End {
-				held = append(held, fmt.Sprintf("%s holds %v", m.addr, m.layers))
+				held = append(held, m)
 			}
 		}
-		return nil, fmt.Errorf("some pool members already hold layers (%s) and others do not: restart the ones that hold layers to plan the pool anew", strings.Join(held, ", "))
+		return reuse(c, held, po.Logger)
 	}
 	for _, m := range ms {
 		if m.hello.Generation < wire.PoolGeneration {
@@ -169,9 +168,9 @@ func reuse(c *Chain, ms []*member, log *slog.Logger) (*Assembly, error) {
 		}
 	}
 	if err := checkTiling(scs, c.opts.Config.NLayers); err != nil {
-		return nil, fmt.Errorf("every pool member already holds layers, but %w", err)
+		return nil, fmt.Errorf("pool members already hold layers from an earlier plan, but they do not make a chain (restart them to plan the pool anew): %w", err)
 	}
-	log.Info("every pool member already holds layers; reusing them", "stages", strings.Join(asm.Addrs, ","))
+	log.Info("pool members already hold layers from an earlier plan; reusing them", "stages", strings.Join(asm.Addrs, ","))
 	return asm, nil
 }
 

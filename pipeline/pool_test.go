@@ -119,6 +119,25 @@ func TestAssemblePool(t *testing.T) {
 	check(again.Addrs)
 }
 
+// A plan that leaves a member out is reused by the next head all the same.
+func TestAssembleReusesAPartialPool(t *testing.T) {
+	m := openStories(t)
+	id, _ := m.Identity()
+	addrs := startPool(t, m, []int64{8 * mib, 8 * mib})
+	opts := Options{Identity: id, Config: m.Weights.Config, Timeout: 5 * time.Second}
+	asm, err := Assemble(context.Background(), addrs, opts, poolRequest(t, m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(asm.Addrs) != 1 {
+		t.Fatalf("plan %v: want one member holding every layer", asm.Addrs)
+	}
+	again, err := Assemble(context.Background(), addrs, opts, poolRequest(t, m))
+	if err != nil || strings.Join(again.Addrs, ",") != asm.Addrs[0] {
+		t.Fatalf("second assembly %+v, %v; want %v reused", again, err, asm.Addrs)
+	}
+}
+
 func TestAssembleRefusals(t *testing.T) {
 	m := openStories(t)
 	id, _ := m.Identity()

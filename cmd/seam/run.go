@@ -72,6 +72,10 @@ the run with an error naming it; nothing is printed after a failure.`,
 			if err != nil {
 				return err
 			}
+			if err := split.pool.check(cmd); err != nil {
+				return err
+			}
+			split.pool.greedy = sf.temperature == 0
 			if split.active() {
 				sess, head, stop, err := split.session(cmd.Context(), modelPath, tokPath)
 				if err != nil {

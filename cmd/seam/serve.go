@@ -24,9 +24,10 @@ func newServeCmd() *cobra.Command {
 		allowDown                       []string
 		maxSessions                     int
 		linkMbps, linkLatMs             float64
+		memory                          string
 	)
 	cmd := &cobra.Command{
-		Use:   "serve --model DIR --layers A:B --listen ADDR",
+		Use:   "serve --model DIR [--layers A:B] --listen ADDR",
 		Short: "Serve a range of a model's layers as a pipeline stage",
 		Long: `Serve runs layers [A, B) of the model as one pipeline stage. A head
 ('seam run --stages ...') connects, checks every stage's range, and routes each
@@ -36,6 +37,12 @@ stage to the next. The first stage (A = 0) embeds token ids; the last
 With a container only this range's segment files are mapped (plus the
 embedding for a first stage and the head for a last one).
 
+Without --layers the stage joins a pool: it measures its free memory
+(capped by --memory) and its compute speed on the model's own layers, and
+waits for a head ('seam run --pool', 'seam api --pool') to measure the
+links, plan the chain and assign it a range, which it then maps and
+serves. A pool member is assigned once; restart it to re-plan.
+
 Seam has no authentication yet: a head that reaches a stage can use it, and
 routes it to the next stage by address. On networks you do not trust, bind
 --listen to a private interface and restrict routes with --allow-downstream.`,
@@ -43,11 +50,22 @@ routes it to the next stage by address. On networks you do not trust, bind
   seam serve --model model.seam --layers 3:5 --listen :7071`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a, b, err := parseRange(layers)
+			lc, err := linkConfig(linkMbps, linkLatMs)
 			if err != nil {
 				return err
 			}
-			lc, err := linkConfig(linkMbps, linkLatMs)
+			if layers == "" {
+				if cmd.Flags().Changed("max-sessions") {
+					return fmt.Errorf("--max-sessions: a pool member holds as many sessions as the head's plan budgets for (seam run --pool --sessions N)")
+				}
+				ps := poolServe{modelPath: modelPath, listen: listen, name: name, memory: memory,
+					base: stage.Config{Timeout: timeout, AllowDownstream: allowDown}}
+				return ps.run(cmd, lc)
+			}
+			if cmd.Flags().Changed("memory") {
+				return fmt.Errorf("--memory is a pool member's budget; a stage with --layers maps its range whatever it costs")
+			}
+			a, b, err := parseRange(layers)
 			if err != nil {
 				return err
 			}
@@ -90,7 +108,8 @@ routes it to the next stage by address. On networks you do not trust, bind
 		},
 	}
 	cmd.Flags().StringVar(&modelPath, "model", "", "model: a container directory (or a GGUF file / llama2.c checkpoint) (required)")
-	cmd.Flags().StringVar(&layers, "layers", "", "layer range A:B to serve, 0 <= A < B <= n_layers (required)")
+	cmd.Flags().StringVar(&layers, "layers", "", "layer range A:B to serve, 0 <= A < B <= n_layers (default: join a pool and let a head assign one)")
+	cmd.Flags().StringVar(&memory, "memory", "", "pool member: memory to offer for weights and KV caches, e.g. 6GiB (default: what the system has available)")
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:7070", "address to listen on")
 	cmd.Flags().StringVar(&name, "name", "", "stage name in messages (default host[A:B])")
 	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "bound on each write and on the downstream handshake")
@@ -98,7 +117,6 @@ routes it to the next stage by address. On networks you do not trust, bind
 	cmd.Flags().StringSliceVar(&allowDown, "allow-downstream", nil, "host:port addresses this stage may be routed to (default: any; set it on stages reachable by untrusted hosts)")
 	registerLinkFlags(cmd, &linkMbps, &linkLatMs)
 	cmd.MarkFlagRequired("model")
-	cmd.MarkFlagRequired("layers")
 	return cmd
 }
 

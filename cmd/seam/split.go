@@ -24,6 +24,7 @@ type splitFlags struct {
 	timeout   time.Duration
 	linkMbps  float64
 	linkLatMs float64
+	pool      poolFlags
 }
 
 func (f *splitFlags) register(cmd *cobra.Command) {
@@ -32,6 +33,7 @@ func (f *splitFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.wireName, "wire", "f32", "activation encoding between stages: f32, f16, q8, q5, q4")
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 30*time.Second, "how long to wait for any stage's reply before failing the request")
 	registerLinkFlags(cmd, &f.linkMbps, &f.linkLatMs)
+	f.pool.register(cmd)
 }
 
 func registerLinkFlags(cmd *cobra.Command, mbps, latMs *float64) {
@@ -46,7 +48,7 @@ func linkConfig(mbps, latMs float64) (link.Config, error) {
 	return link.Config{RateMbps: mbps, Latency: time.Duration(latMs * float64(time.Millisecond))}, nil
 }
 
-func (f *splitFlags) active() bool { return f.stages != "" || f.split > 0 }
+func (f *splitFlags) active() bool { return f.stages != "" || f.split > 0 || f.pool.pool != "" }
 
 // encodingByName resolves --wire: a built-in encoding, or lowrank (each
 // boundary's learned codec, attached to the container).
@@ -65,8 +67,8 @@ func encodingByName(name string) (wire.EncodingID, error) {
 // splitSession connects to the stages (starting them in-process for
 // --split) and opens a session through them. cleanup stops everything.
 func (f *splitFlags) session(ctx context.Context, modelPath, tokPath string) (generate.Session, *loader.Head, func(), error) {
-	if f.stages != "" && f.split > 0 {
-		return nil, nil, nil, fmt.Errorf("give --stages or --split, not both")
+	if (f.stages != "") && f.split > 0 || (f.stages != "" || f.split > 0) && f.pool.pool != "" {
+		return nil, nil, nil, fmt.Errorf("give one of --stages, --split and --pool")
 	}
 	enc, err := encodingByName(f.wireName)
 	if err != nil {
@@ -89,10 +91,23 @@ func (f *splitFlags) session(ctx context.Context, modelPath, tokPath string) (ge
 		if head, err = loader.OpenHead(modelPath, loader.Options{TokenizerPath: tokPath}); err != nil {
 			return nil, nil, nil, err
 		}
-		addrs = strings.Split(f.stages, ",")
+		if f.stages != "" {
+			addrs = strings.Split(f.stages, ",")
+		}
 	}
-	chain, err := pipeline.Dial(ctx, addrs, pipeline.Options{Identity: head.Identity, Config: head.Config, Encoding: enc,
-		Codecs: codec.Digests(head.Codecs), Timeout: f.timeout, Link: lc})
+	opts := pipeline.Options{Identity: head.Identity, Config: head.Config, Encoding: enc,
+		Codecs: codec.Digests(head.Codecs), Timeout: f.timeout, Link: lc}
+	if f.pool.pool != "" {
+		if f.wireName != "f32" {
+			return nil, nil, nil, fmt.Errorf("--wire %s with --pool: the plan chooses each boundary's encoding, bounded by --max-kl", f.wireName)
+		}
+		asm, err := f.pool.assemble(ctx, modelPath, tokPath, opts)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		addrs, opts.Encodings = asm.Addrs, asm.Encodings
+	}
+	chain, err := pipeline.Dial(ctx, addrs, opts)
 	if err != nil {
 		cleanup()
 		return nil, nil, nil, err
