@@ -13,6 +13,7 @@ import (
 	"math/big"
 	"net"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -29,6 +30,7 @@ type Config struct {
 	HandshakeTimeout time.Duration
 	Logger           *slog.Logger
 
+	mu  sync.Mutex  // guards the lazy preparation
 	tls *tls.Config // built by Prepare
 }
 
@@ -60,8 +62,11 @@ func (e *UntrustedError) Error() string {
 }
 
 // Prepare checks the configuration and builds the TLS settings. It is
-// called by Server and Client if needed; call it first to fail early.
+// called by Server and Client if needed; call it first to fail early. It is
+// safe for concurrent use.
 func (c *Config) Prepare() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/seamlm/seam/auth"
 	"github.com/seamlm/seam/link"
 	"github.com/seamlm/seam/model"
 	"github.com/seamlm/seam/wire"
@@ -39,6 +40,9 @@ type Options struct {
 	Registry *wire.Registry
 	Timeout  time.Duration // bound on each reply, and on dialing
 	Link     link.Config   // emulation on what the head sends
+	// Auth authenticates and encrypts the connections to the stages
+	// (package auth); nil leaves them plaintext.
+	Auth *auth.Config
 }
 
 // Chain is a head's connections to every stage, in layer order.
@@ -116,6 +120,11 @@ func (c *Chain) connect(ctx context.Context, i int, addr string) (*stageConn, er
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("stage %d (%s): %w", i+1, addr, err)
+	}
+	if c.opts.Auth != nil {
+		if conn, _, err = c.opts.Auth.Client(ctx, conn, addr); err != nil {
+			return nil, fmt.Errorf("stage %d: %w", i+1, err)
+		}
 	}
 	w := net.Conn(conn)
 	if c.opts.Link.RateMbps > 0 || c.opts.Link.Latency > 0 {

@@ -257,6 +257,11 @@ func connectMember(ctx context.Context, c *Chain, i int, addr string) (*member, 
 	if err != nil {
 		return nil, err
 	}
+	if c.opts.Auth != nil {
+		if conn, _, err = c.opts.Auth.Client(ctx, conn, addr); err != nil {
+			return nil, err
+		}
+	}
 	w := net.Conn(conn)
 	if c.opts.Link.RateMbps > 0 || c.opts.Link.Latency > 0 {
 		if w, err = link.Wrap(conn, c.opts.Link); err != nil {

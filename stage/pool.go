@@ -30,8 +30,8 @@ type PoolConfig struct {
 	// Open maps layers [first, last) of the model (with the embedding for
 	// a first part and the classifier for a last one).
 	Open func(first, last int) (*Part, error)
-	// Dial connects to another member to measure the link (plain TCP
-	// when nil). It returns the connection to use.
+	// Dial connects to another member to measure the link (TCP when nil);
+	// Base.Auth then authenticates the connection.
 	Dial func(ctx context.Context, addr string) (net.Conn, error)
 }
 
@@ -181,6 +181,14 @@ func (p *PoolMember) hello() wire.Hello {
 // frames until the peer leaves. Only a head (a peer holding no layers) of
 // a generation with pool frames is served.
 func (p *PoolMember) servePool(conn net.Conn) {
+	if a := p.cfg.Base.Auth; a != nil {
+		c, peer, err := a.Server(context.Background(), conn)
+		if err != nil {
+			return // refused and logged with the peer's fingerprint
+		}
+		p.log.Info("peer authenticated", "stage", p.cfg.Base.Name, "peer", conn.RemoteAddr(), "key", peer)
+		conn = c
+	}
 	pe, err := newPeer(conn, conn.RemoteAddr().String(), p.cfg.Base.Link, wire.Default, p.cfg.Base.Timeout)
 	if err != nil {
 		p.log.Warn("connection setup failed", "peer", conn.RemoteAddr(), "err", err)
@@ -342,6 +350,9 @@ func (p *PoolMember) measure(addr string) (wire.LinkReport, error) {
 		conn, err = d.DialContext(ctx, "tcp", addr)
 	}
 	if err != nil {
+		return wire.LinkReport{}, fmt.Errorf("measuring the link to %s: %w", addr, err)
+	}
+	if conn, err = authClient(p.cfg.Base.Auth, conn, addr); err != nil {
 		return wire.LinkReport{}, fmt.Errorf("measuring the link to %s: %w", addr, err)
 	}
 	pe, err := newPeer(conn, "pool member "+addr, p.cfg.Base.Link, wire.Default, p.cfg.Base.Timeout)
