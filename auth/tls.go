@@ -305,3 +305,19 @@ func isRemoteAlert(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "remote error"
 }
+
+// Ephemeral returns a configuration with a new key that trusts only
+// itself: for stages and a head in one process, which authenticate each
+// other like remote ones without any file.
+func Ephemeral() (*Config, error) {
+	key, err := GenerateKey(nil)
+	if err != nil {
+		return nil, err
+	}
+	tr, err := NewTrust(Public(key))
+	if err != nil {
+		return nil, err
+	}
+	c := &Config{Key: key, Trust: tr}
+	return c, c.Prepare()
+}

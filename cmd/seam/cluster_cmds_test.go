@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/seamlm/seam/auth"
@@ -85,4 +86,49 @@ rtt_ms = 30
 	if _, err := seam(t, "plan", path); err == nil || !strings.Contains(err.Error(), "unknown keys") {
 		t.Fatalf("unknown key: %v", err)
 	}
+}
+
+var testKeyFlags struct {
+	sync.Once
+	flags []string
+	err   error
+}
+
+// keyFlags returns --key and --trust flags for a key that every test
+// process shares and trusts (made once per test binary), so that process
+// tests run over TLS as real deployments do.
+func keyFlags(t *testing.T) []string {
+	t.Helper()
+	testKeyFlags.Do(func() {
+		dir, err := os.MkdirTemp("", "seam-test-keys-")
+		if err != nil {
+			testKeyFlags.err = err
+			return
+		}
+		key := filepath.Join(dir, "node.key")
+		k, err := auth.GenerateKey(nil)
+		if err == nil {
+			err = auth.WriteKeyFile(key, k)
+		}
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, "trust"), []byte(auth.Public(k)+" tests\n"), 0o644)
+		}
+		testKeyFlags.flags, testKeyFlags.err = []string{"--key", key, "--trust", filepath.Join(dir, "trust")}, err
+	})
+	if testKeyFlags.err != nil {
+		t.Fatal(testKeyFlags.err)
+	}
+	return testKeyFlags.flags
+}
+
+// testAuth is the authentication of keyFlags, for heads run in the test.
+func testAuth(t *testing.T) *auth.Config {
+	t.Helper()
+	f := keyFlags(t)
+	a := authFlags{key: f[1], trust: f[3]}
+	c, err := a.config("test head")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

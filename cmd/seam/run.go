@@ -76,6 +76,9 @@ the run with an error naming it; nothing is printed after a failure.`,
 				return err
 			}
 			split.pool.greedy = sf.temperature == 0
+			if !split.active() && split.auth.set() {
+				return fmt.Errorf("--key, --trust and --insecure are for remote stages (--stages, --pool); this run is in one process")
+			}
 			if split.active() {
 				sess, head, stop, err := split.session(cmd.Context(), modelPath, tokPath)
 				if err != nil {

@@ -25,6 +25,7 @@ func newServeCmd() *cobra.Command {
 		maxSessions                     int
 		linkMbps, linkLatMs             float64
 		memory                          string
+		af                              authFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --model DIR [--layers A:B] --listen ADDR",
@@ -43,14 +44,20 @@ waits for a head ('seam run --pool', 'seam api --pool') to measure the
 links, plan the chain and assign it a range, which it then maps and
 serves. A pool member is assigned once; restart it to re-plan.
 
-Seam has no authentication yet: a head that reaches a stage can use it, and
-routes it to the next stage by address. On networks you do not trust, bind
---listen to a private interface and restrict routes with --allow-downstream.`,
-		Example: `  seam serve --model model.seam --layers 0:3 --listen :7070
-  seam serve --model model.seam --layers 3:5 --listen :7071`,
+Every connection is TLS 1.3 with mutual authentication: give --key (made with
+'seam keygen') and --trust (the fingerprints of the head and of the other
+stages). A peer whose key is not trusted is refused before any frame is read,
+and the refusal is logged with its fingerprint. --insecure turns this off for
+loopback experiments; the head must then use --insecure too.`,
+		Example: `  seam serve --model model.seam --layers 0:3 --listen :7070 --key stage1.key --trust cluster.trust
+  seam serve --model model.seam --listen :7070 --key stage2.key --trust cluster.trust --memory 6GiB`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			lc, err := linkConfig(linkMbps, linkLatMs)
+			if err != nil {
+				return err
+			}
+			ac, err := af.config("stage")
 			if err != nil {
 				return err
 			}
@@ -59,7 +66,7 @@ routes it to the next stage by address. On networks you do not trust, bind
 					return fmt.Errorf("--max-sessions: a pool member holds as many sessions as the head's plan budgets for (seam run --pool --sessions N)")
 				}
 				ps := poolServe{modelPath: modelPath, listen: listen, name: name, memory: memory,
-					base: stage.Config{Timeout: timeout, AllowDownstream: allowDown}}
+					base: stage.Config{Timeout: timeout, AllowDownstream: allowDown, Auth: ac}}
 				return ps.run(cmd, lc)
 			}
 			if cmd.Flags().Changed("memory") {
@@ -87,7 +94,7 @@ routes it to the next stage by address. On networks you do not trust, bind
 				name = fmt.Sprintf("%s[%d:%d]", host, a, b)
 			}
 			cfg := stage.Config{Model: mod, Identity: id, Name: name, Link: lc, Timeout: timeout, MaxSessions: maxSessions,
-				AllowDownstream: allowDown, Logger: slog.Default()}
+				AllowDownstream: allowDown, Logger: slog.Default(), Auth: ac}
 			if err := stage.UseCodecs(&cfg, m.Codecs); err != nil {
 				return err
 			}
@@ -116,6 +123,7 @@ routes it to the next stage by address. On networks you do not trust, bind
 	cmd.Flags().IntVar(&maxSessions, "max-sessions", 64, "most sessions (KV caches) held at once")
 	cmd.Flags().StringSliceVar(&allowDown, "allow-downstream", nil, "host:port addresses this stage may be routed to (default: any; set it on stages reachable by untrusted hosts)")
 	registerLinkFlags(cmd, &linkMbps, &linkLatMs)
+	af.register(cmd)
 	cmd.MarkFlagRequired("model")
 	return cmd
 }

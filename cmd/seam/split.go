@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/seamlm/seam/auth"
 	"github.com/seamlm/seam/codec"
 	"github.com/seamlm/seam/generate"
 	"github.com/seamlm/seam/link"
@@ -25,6 +26,7 @@ type splitFlags struct {
 	linkMbps  float64
 	linkLatMs float64
 	pool      poolFlags
+	auth      authFlags
 }
 
 func (f *splitFlags) register(cmd *cobra.Command) {
@@ -34,6 +36,7 @@ func (f *splitFlags) register(cmd *cobra.Command) {
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 30*time.Second, "how long to wait for any stage's reply before failing the request")
 	registerLinkFlags(cmd, &f.linkMbps, &f.linkLatMs)
 	f.pool.register(cmd)
+	f.auth.register(cmd)
 }
 
 func registerLinkFlags(cmd *cobra.Command, mbps, latMs *float64) {
@@ -82,12 +85,22 @@ func (f *splitFlags) session(ctx context.Context, modelPath, tokPath string) (ge
 		head    *loader.Head
 		addrs   []string
 		cleanup = func() {}
+		ac      *auth.Config
 	)
 	if f.split > 0 {
-		if head, addrs, cleanup, err = startLocal(modelPath, tokPath, f.split, lc, f.timeout); err != nil {
+		if f.auth.set() {
+			return nil, nil, nil, fmt.Errorf("--key, --trust and --insecure are for remote stages; --split stages in this process use a key made for the run")
+		}
+		if ac, err = auth.Ephemeral(); err != nil {
+			return nil, nil, nil, err
+		}
+		if head, addrs, cleanup, err = startLocal(modelPath, tokPath, f.split, lc, f.timeout, ac); err != nil {
 			return nil, nil, nil, err
 		}
 	} else {
+		if ac, err = f.auth.config("head"); err != nil {
+			return nil, nil, nil, err
+		}
 		if head, err = loader.OpenHead(modelPath, loader.Options{TokenizerPath: tokPath}); err != nil {
 			return nil, nil, nil, err
 		}
@@ -96,7 +109,7 @@ func (f *splitFlags) session(ctx context.Context, modelPath, tokPath string) (ge
 		}
 	}
 	opts := pipeline.Options{Identity: head.Identity, Config: head.Config, Encoding: enc,
-		Codecs: codec.Digests(head.Codecs), Timeout: f.timeout, Link: lc}
+		Codecs: codec.Digests(head.Codecs), Timeout: f.timeout, Link: lc, Auth: ac}
 	if f.pool.pool != "" {
 		if f.wireName != "f32" {
 			return nil, nil, nil, fmt.Errorf("--wire %s with --pool: the plan chooses each boundary's encoding, bounded by --max-kl", f.wireName)
@@ -123,7 +136,7 @@ func (f *splitFlags) session(ctx context.Context, modelPath, tokPath string) (ge
 
 // startLocal loads the whole model once and serves it as n in-process
 // stages on loopback; stop shuts them down and unmaps the model.
-func startLocal(modelPath, tokPath string, n int, lc link.Config, timeout time.Duration) (head *loader.Head, addrs []string, stop func(), err error) {
+func startLocal(modelPath, tokPath string, n int, lc link.Config, timeout time.Duration, ac *auth.Config) (head *loader.Head, addrs []string, stop func(), err error) {
 	m, err := loader.Open(modelPath, loader.Options{TokenizerPath: tokPath})
 	if err != nil {
 		return nil, nil, nil, err
@@ -141,7 +154,7 @@ func startLocal(modelPath, tokPath string, n int, lc link.Config, timeout time.D
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	local, err := stage.StartLocal(m.Weights, ranges, stage.Config{Identity: id, Link: lc, Timeout: timeout}, m.Codecs)
+	local, err := stage.StartLocal(m.Weights, ranges, stage.Config{Identity: id, Link: lc, Timeout: timeout, Auth: ac}, m.Codecs)
 	if err != nil {
 		return nil, nil, nil, err
 	}
