@@ -198,12 +198,12 @@ func (c *Config) Server(ctx context.Context, raw net.Conn) (net.Conn, Peer, erro
 		return conn, Peer{Insecure: true}, nil
 	case c.Insecure:
 		err := errors.New("this node runs with --insecure (plaintext) and the peer started TLS; give --insecure on both sides, or keys on both")
-		c.Logger.Warn("refused a TLS peer", "peer", addr, "err", err)
+		c.Logger.Warn("refused a TLS peer", "session", 0, "peer", addr, "err", err)
 		refuseTLS(conn)
 		return nil, Peer{}, fmt.Errorf("peer %s: %w", addr, err)
 	case kind == kindPlain:
 		err := errors.New("this node requires TLS (--key and --trust) and the peer connected in plaintext (--insecure)")
-		c.Logger.Warn("refused a plaintext peer", "peer", addr, "err", err)
+		c.Logger.Warn("refused a plaintext peer", "session", 0, "peer", addr, "err", err)
 		refusePlain(conn, "refused: "+err.Error())
 		return nil, Peer{}, fmt.Errorf("peer %s: %w", addr, err)
 	}
@@ -220,7 +220,7 @@ func (c *Config) Server(ctx context.Context, raw net.Conn) (net.Conn, Peer, erro
 }
 
 func (c *Config) logRefusal(addr string, peer Peer, err error) {
-	attrs := []any{"peer", addr, "err", err}
+	attrs := []any{"session", 0, "peer", addr, "err", err}
 	if peer.Fingerprint != "" {
 		attrs = append(attrs, "fingerprint", peer.Fingerprint)
 	}
@@ -294,6 +294,9 @@ func explain(err error, self string) error {
 	var rh tls.RecordHeaderError
 	if errors.As(err, &rh) && string(rh.RecordHeader[:4]) == plainMagic {
 		return &PlaintextPeerError{Err: err}
+	}
+	if errors.As(err, &rh) && string(rh.RecordHeader[:5]) == "HTTP/" {
+		return fmt.Errorf("that address answers HTTP, not the Seam stage protocol (is it an API or web server?): %w", err)
 	}
 	if isRemoteAlert(err) && strings.Contains(err.Error(), "certificate") {
 		return &RefusedError{Self: self, Err: err}

@@ -6,6 +6,9 @@
 package chat
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
 	"strings"
 
 	"github.com/seamlm/seam/tokenizer"
@@ -74,4 +77,49 @@ func roleLabel(role string) string {
 		return "Unknown"
 	}
 	return strings.ToUpper(role[:1]) + role[1:]
+}
+
+// ParseMessages reads a conversation from JSON: an array of {"role": ...,
+// "content": ...} objects, or an object {"messages": [...]} (the shape of an
+// OpenAI chat request body). Fields Seam does not support (tool_calls, name,
+// content given as a list of parts, ...) are refused by name rather than
+// dropped.
+func ParseMessages(data []byte) ([]Message, error) {
+	data = bytes.TrimSpace(data)
+	if len(data) > 0 && data[0] == '{' {
+		var body map[string]json.RawMessage
+		if err := json.Unmarshal(data, &body); err != nil {
+			return nil, fmt.Errorf("messages: %w", err)
+		}
+		for k := range body {
+			if k != "messages" {
+				return nil, fmt.Errorf("messages: field %q is not supported (only \"messages\")", k)
+			}
+		}
+		data = body["messages"]
+	}
+	var raw []map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return nil, fmt.Errorf("messages: want a JSON array of {\"role\", \"content\"} objects: %w", err)
+	}
+	if len(raw) > MaxMessages {
+		return nil, fmt.Errorf("messages: %d messages, more than the %d allowed", len(raw), MaxMessages)
+	}
+	msgs := make([]Message, len(raw))
+	for i, m := range raw {
+		for k := range m {
+			if k != "role" && k != "content" {
+				return nil, fmt.Errorf("messages[%d]: field %q is not supported (only \"role\" and \"content\")", i, k)
+			}
+		}
+		if err := json.Unmarshal(m["role"], &msgs[i].Role); err != nil || msgs[i].Role == "" {
+			return nil, fmt.Errorf("messages[%d]: \"role\" must be a non-empty string", i)
+		}
+		if c, ok := m["content"]; ok && string(bytes.TrimSpace(c)) != "null" {
+			if err := json.Unmarshal(c, &msgs[i].Content); err != nil {
+				return nil, fmt.Errorf("messages[%d]: \"content\" must be a string (lists of content parts are not supported): %w", i, err)
+			}
+		}
+	}
+	return msgs, nil
 }

@@ -48,6 +48,9 @@ func Generate(ctx context.Context, s Session, tok tokenizer.Tokenizer, contextLe
 		return st, fmt.Errorf("prompt is %d tokens (BOS included when the vocabulary adds one), longer than the context of %d", len(ids), contextLen)
 	}
 	steps := min(opts.Steps, contextLen)
+	if steps < len(ids) {
+		return st, &StepsError{Steps: opts.Steps, PromptTokens: len(ids)}
+	}
 	text := tokenizer.NewStreamDecoder(tok)
 	for _, id := range ids {
 		piece := text.Next(id)
@@ -56,10 +59,6 @@ func Generate(ctx context.Context, s Session, tok tokenizer.Tokenizer, contextLe
 				return st, err
 			}
 		}
-	}
-	if steps < len(ids) {
-		st.StopReason = "length"
-		return st, nil
 	}
 	step := samplingStep(s, opts.Sampler)
 	t0 := time.Now()
@@ -101,6 +100,15 @@ func Generate(ctx context.Context, s Session, tok tokenizer.Tokenizer, contextLe
 		return st, err
 	}
 	return st, nil
+}
+
+// StepsError refuses a step budget that ends inside the prompt: nothing
+// would be generated.
+type StepsError struct{ Steps, PromptTokens int }
+
+func (e *StepsError) Error() string {
+	return fmt.Sprintf("the prompt alone is %d tokens (BOS included, when the vocabulary adds one) and steps count its positions, so %d steps generate nothing: give at least %d",
+		e.PromptTokens, e.Steps, e.PromptTokens)
 }
 
 // samplingStep feeds tokens and picks the next one: on the stage that holds

@@ -4,7 +4,11 @@
 package importer
 
 import (
+	"bytes"
+	"context"
 	"fmt"
+	"io"
+	"log/slog"
 
 	"github.com/seamlm/seam/container"
 	"github.com/seamlm/seam/loader"
@@ -21,6 +25,15 @@ type Options struct {
 	TokenizerPath string
 	// Progress, if set, is called as bytes are written.
 	Progress func(done, total int64)
+	// Context, when set, stops the import when cancelled (a signal): what
+	// was written is removed, and Import returns the context's cause.
+	Context context.Context
+	// Force replaces a container already at the output folder. Without it
+	// such a folder is refused; what an interrupted import left is removed
+	// either way, and a folder holding other files is always refused.
+	Force bool
+	// Logger receives the import's events (nil: slog.Default()).
+	Logger *slog.Logger
 	// Tests simulate a killed import: extra container options inject the
 	// interruption, and keepPartial skips the cleanup a killed process
 	// would never get to run.
@@ -32,6 +45,12 @@ type Options struct {
 // not exist or be empty. On failure the partial directory has no index, so
 // no reader mistakes it for a container.
 func Import(src, dir string, opts Options) error {
+	if opts.Context == nil {
+		opts.Context = context.Background()
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
 	m, err := loader.Open(src, loader.Options{TokenizerPath: opts.TokenizerPath})
 	if err != nil {
 		return err
@@ -45,22 +64,39 @@ func Import(src, dir string, opts Options) error {
 	if opts.Progress != nil {
 		copts = append(copts, container.WithProgress(opts.Progress))
 	}
-	b, err := container.Create(dir, w.Config, copts...)
+	out, err := prepare(dir, opts.Force, opts.Logger)
 	if err != nil {
 		return err
 	}
-	if err := writeAll(b, m); err != nil {
+	defer out.release()
+	b, err := container.Create(dir, w.Config, copts...)
+	if err != nil {
+		out.failed()
+		return err
+	}
+	if err := out.lockCreated(); err != nil {
+		b.Abort()
+		return err
+	}
+	log := opts.Logger.With("src", src, "out", dir)
+	log.Info("import started", "format", string(m.Format), "config", w.Config.String(), "bytes", totalBytes(w))
+	if err := writeAll(opts.Context, b, m); err != nil {
 		if !opts.keepPartial {
 			b.Abort()
+			out.failed()
+		}
+		if opts.Context.Err() != nil {
+			return fmt.Errorf("import %s into %s stopped (%w); what it wrote was removed", src, dir, context.Cause(opts.Context))
 		}
 		return fmt.Errorf("import %s into %s: %w", src, dir, err)
 	}
+	log.Info("import finished")
 	return nil
 }
 
-func writeAll(b *container.Builder, m *loader.Model) error {
+func writeAll(ctx context.Context, b *container.Builder, m *loader.Model) error {
 	w := m.Weights
-	if err := segment(b, container.EmbedSegment, []named{{container.RoleEmbedding, &w.Embedding}}); err != nil {
+	if err := segment(ctx, b, container.EmbedSegment, []named{{container.RoleEmbedding, &w.Embedding}}); err != nil {
 		return err
 	}
 	for i := range w.Layers {
@@ -69,7 +105,7 @@ func writeAll(b *container.Builder, m *loader.Model) error {
 		for j, t := range l.Tensors() {
 			ts = append(ts, named{model.LayerRoles[j], t})
 		}
-		if err := segment(b, container.LayerSegment(i), ts); err != nil {
+		if err := segment(ctx, b, container.LayerSegment(i), ts); err != nil {
 			return err
 		}
 	}
@@ -77,7 +113,7 @@ func writeAll(b *container.Builder, m *loader.Model) error {
 	if !w.Config.TiedOutput {
 		head = append(head, named{container.RoleOutput, &w.Output})
 	}
-	if err := segment(b, container.HeadSegment, head); err != nil {
+	if err := segment(ctx, b, container.HeadSegment, head); err != nil {
 		return err
 	}
 	if m.Tokenizer != nil {
@@ -89,6 +125,9 @@ func writeAll(b *container.Builder, m *loader.Model) error {
 			return err
 		}
 	}
+	if err := ctx.Err(); err != nil {
+		return err // the last moment to stop: Finish makes the folder a container
+	}
 	return b.Finish()
 }
 
@@ -99,12 +138,15 @@ type named struct {
 
 // segment writes one segment, releasing each tensor's source pages once
 // copied so that resident memory stays near one tensor.
-func segment(b *container.Builder, name string, ts []named) error {
+func segment(ctx context.Context, b *container.Builder, name string, ts []named) error {
 	if err := b.BeginSegment(name); err != nil {
 		return err
 	}
 	for _, n := range ts {
-		if err := b.AddTensor(n.t.Name, n.role, n.t); err != nil {
+		t := n.t
+		spec := container.RegionSpec{Name: t.Name, Role: n.role, DType: t.Type, Rows: t.Rows, Cols: t.Cols, GroupSize: t.GroupSize}
+		r := ctxReader{ctx, io.MultiReader(bytes.NewReader(t.Data), bytes.NewReader(t.Scales))}
+		if err := b.AddRegion(spec, r); err != nil {
 			return fmt.Errorf("segment %s, tensor %s: %w", name, n.t.Name, err)
 		}
 		mapped.Release(n.t.Data)

@@ -23,6 +23,9 @@ func OpenHead(path string, opts Options) (*Head, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !format.IsModel() {
+		return nil, formatError(path, format)
+	}
 	if format == FormatContainer {
 		c, err := container.Open(path)
 		if err != nil {

@@ -62,35 +62,14 @@ func (m *Model) Close() error {
 	return m.closer.Close()
 }
 
-// Detect tells the format of path from its type and first bytes.
-func Detect(path string) (Format, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return "", err
-	}
-	if st.IsDir() {
-		return FormatContainer, nil
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	var magic [4]byte
-	if _, err := io.ReadFull(f, magic[:]); err != nil {
-		return "", fmt.Errorf("%s: too short to be a model file (%d bytes)", path, st.Size())
-	}
-	if string(magic[:]) == "GGUF" {
-		return FormatGGUF, nil
-	}
-	return FormatLlama2c, nil
-}
-
 // Open loads the model at path.
 func Open(path string, opts Options) (*Model, error) {
 	format, err := Detect(path)
 	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)
+	}
+	if !format.IsModel() {
+		return nil, formatError(path, format)
 	}
 	var m *Model
 	switch format {
@@ -198,7 +177,7 @@ func loadLlama2cTokenizer(path string, vocabSize int) (tokenizer.Tokenizer, erro
 	var err error
 	if isGGUFOrHF(path) {
 		t, err = tokenizer.Load(path)
-	} else {
+	} else if err = CheckTokenizerFile(path); err == nil {
 		t, err = tokenizer.LoadLlama2c(path, vocabSize)
 	}
 	if err != nil {

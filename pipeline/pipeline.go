@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"sort"
@@ -43,12 +44,16 @@ type Options struct {
 	// Auth authenticates and encrypts the connections to the stages
 	// (package auth); nil leaves them plaintext.
 	Auth *auth.Config
+	// Logger receives connection, handshake and session events at Info and
+	// every frame at Debug (nil: slog.Default()).
+	Logger *slog.Logger
 }
 
 // Chain is a head's connections to every stage, in layer order.
 type Chain struct {
 	opts   Options
 	stages []*stageConn
+	log    *slog.Logger
 
 	mu       sync.Mutex
 	waiters  map[uint64]chan event // request id -> its reply
@@ -64,6 +69,7 @@ type stageConn struct {
 	layers wire.LayerRange
 	conn   net.Conn
 	fr     *wire.Framer
+	first  *prefixReader // the stage's first bytes, to say what answered instead of a stage
 	wmu    sync.Mutex
 }
 
@@ -92,7 +98,10 @@ func Dial(ctx context.Context, addrs []string, opts Options) (*Chain, error) {
 	if opts.Encoding == wire.EncodingNone {
 		opts.Encoding = wire.EncodingF32
 	}
-	c := &Chain{opts: opts, waiters: map[uint64]chan event{}, sessions: map[uint64]bool{}}
+	c := &Chain{opts: opts, waiters: map[uint64]chan event{}, sessions: map[uint64]bool{}, log: opts.Logger}
+	if c.log == nil {
+		c.log = slog.Default()
+	}
 	for i, addr := range addrs {
 		sc, err := c.connect(ctx, i, addr)
 		if err != nil {
@@ -112,6 +121,7 @@ func Dial(ctx context.Context, addrs []string, opts Options) (*Chain, error) {
 		c.Close()
 		return nil, err
 	}
+	c.log.Info("pipeline ready", "session", 0, "stages", len(c.stages), "encoding", opts.Encoding.String(), "plan", strings.Join(c.Stages(), "; "))
 	return c, nil
 }
 
@@ -133,12 +143,15 @@ func (c *Chain) connect(ctx context.Context, i int, addr string) (*stageConn, er
 			return nil, err
 		}
 	}
-	sc := &stageConn{index: i, addr: addr, conn: w, fr: wire.NewFramer(w, conn)}
+	first := &prefixReader{r: conn}
+	sc := &stageConn{index: i, addr: addr, conn: w, fr: wire.NewFramer(w, first), first: first}
 	sc.fr.SetRegistry(c.opts.Registry)
+	c.log.Info("connected", "session", 0, "stage", i+1, "addr", addr)
 	if err := c.handshake(sc); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("stage %d (%s): %w", i+1, addr, err)
 	}
+	c.log.Info("handshake accepted", "session", 0, "stage", i+1, "addr", addr, "name", sc.name, "layers", sc.layers)
 	return sc, nil
 }
 
@@ -158,6 +171,13 @@ func (c *Chain) handshake(sc *stageConn) error {
 	defer sc.conn.SetReadDeadline(time.Time{})
 	f, err := sc.fr.ReadFrame()
 	if err != nil {
+		if what := sc.first.notSeam(); what != "" {
+			return fmt.Errorf("%s, not the Seam stage protocol: give the address a 'seam serve' listens on", what)
+		}
+		var ne net.Error
+		if len(sc.first.prefix) == 0 && errors.As(err, &ne) && ne.Timeout() {
+			return fmt.Errorf("no handshake reply within %v: is a 'seam serve' listening there? (an HTTP or other server waits silently for its own protocol): %w", c.opts.Timeout, err)
+		}
 		return fmt.Errorf("handshake: %w", err)
 	}
 	if f.Kind == wire.KindError {
@@ -237,8 +257,10 @@ func (c *Chain) route(ctx context.Context) error {
 			_, err = c.wait(ctx, req, ch)
 		}
 		if err != nil {
-			return fmt.Errorf("connecting %v to %v: %w", c.stages[i], next, err)
+			// err names stage i+1 already; name only where it was sent.
+			return fmt.Errorf("routing to stage %d (%s): %w", i+2, next.addr, err)
 		}
+		c.log.Info("routed", "session", 0, "stage", i+1, "to", next.addr, "encoding", r.Encoding.String())
 	}
 	return nil
 }
@@ -349,6 +371,10 @@ func (c *Chain) read(sc *stageConn) {
 			c.fail(fmt.Errorf("%v: connection lost: %w", sc, err))
 			return
 		}
+		if c.log.Enabled(context.Background(), slog.LevelDebug) {
+			c.log.Debug("frame from stage", "session", f.Session, "stage", sc.index+1, "kind", f.Kind.String(), "request", f.Request,
+				"start", f.Start, "tokens", f.Tokens, "bytes", len(f.Payload))
+		}
 		switch f.Kind {
 		case wire.KindResult:
 			c.deliver(f.Request, c.logits(sc, f))
@@ -357,9 +383,11 @@ func (c *Chain) read(sc *stageConn) {
 		case wire.KindError:
 			re, err := f.RemoteError()
 			if err == nil {
-				err = re
+				err = &StageError{Stage: sc.String(), Remote: re}
+			} else {
+				err = fmt.Errorf("%v sent a bad Error frame: %w", sc, err)
 			}
-			err = fmt.Errorf("%v failed: %w", sc, err)
+			c.log.Warn("stage error", "session", f.Session, "stage", sc.index+1, "name", sc.name, "request", f.Request, "err", err)
 			if f.Request == 0 {
 				c.fail(err)
 				return
@@ -411,6 +439,7 @@ func (c *Chain) NewSession(ctx context.Context) (*Session, error) {
 			return nil, fmt.Errorf("opening a session: %w", err)
 		}
 	}
+	c.log.Info("session opened", "session", id, "stages", len(c.stages))
 	return &Session{chain: c, id: id}, nil
 }
 
@@ -468,6 +497,7 @@ func (s *Session) request(ctx context.Context, tokens []int, pos int, flags wire
 	}
 	req, ch := c.expect()
 	m := wire.Meta{Session: s.id, Request: req, Start: uint32(pos)}
+	c.log.Debug("frame to stage", "session", s.id, "stage", 1, "kind", kind.String(), "request", req, "start", pos, "tokens", len(ids), "flags", uint8(flags))
 	if err := c.send(c.stages[0], func(fr *wire.Framer) error { return fr.WriteTokenIDs(kind, flags, m, ids) }); err != nil {
 		return event{}, err
 	}
@@ -476,6 +506,7 @@ func (s *Session) request(ctx context.Context, tokens []int, pos int, flags wire
 
 // Close ends the session on every stage.
 func (s *Session) Close() error {
+	s.chain.log.Info("session closed", "session", s.id)
 	for _, sc := range s.chain.stages {
 		s.chain.send(sc, func(fr *wire.Framer) error { return fr.WriteClose(wire.Meta{Session: s.id}) })
 	}

@@ -3,6 +3,10 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -16,6 +20,8 @@ import (
 	"github.com/seamlm/seam/stage"
 	"github.com/seamlm/seam/wire"
 )
+
+var quiet = slog.New(slog.DiscardHandler)
 
 func openStories(t *testing.T) *loader.Model {
 	t.Helper()
@@ -33,12 +39,12 @@ func startChain(t *testing.T, m *loader.Model, ranges [][2]int, enc wire.Encodin
 	if err != nil {
 		t.Fatal(err)
 	}
-	local, err := stage.StartLocal(m.Weights, ranges, stage.Config{Identity: id, Timeout: 5 * time.Second}, nil)
+	local, err := stage.StartLocal(m.Weights, ranges, stage.Config{Identity: id, Timeout: 5 * time.Second, Logger: quiet}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { local.Close() })
-	c, err := Dial(context.Background(), local.Addrs, Options{Identity: id, Config: m.Weights.Config, Encoding: enc, Timeout: 5 * time.Second})
+	c, err := Dial(context.Background(), local.Addrs, Options{Identity: id, Config: m.Weights.Config, Encoding: enc, Timeout: 5 * time.Second, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,12 +81,12 @@ func TestInProcessSplitIsBitIdentical(t *testing.T) {
 func TestTilingErrorsNameTheGap(t *testing.T) {
 	m := openStories(t)
 	id, _ := m.Identity()
-	local, err := stage.StartLocal(m.Weights, [][2]int{{0, 2}, {3, 5}}, stage.Config{Identity: id, Timeout: 5 * time.Second}, nil)
+	local, err := stage.StartLocal(m.Weights, [][2]int{{0, 2}, {3, 5}}, stage.Config{Identity: id, Timeout: 5 * time.Second, Logger: quiet}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer local.Close()
-	_, err = Dial(context.Background(), local.Addrs, Options{Identity: id, Config: m.Weights.Config, Timeout: 5 * time.Second})
+	_, err = Dial(context.Background(), local.Addrs, Options{Identity: id, Config: m.Weights.Config, Timeout: 5 * time.Second, Logger: quiet})
 	if err == nil || !strings.Contains(err.Error(), "layers [2, 3) are held by no stage") {
 		t.Fatalf("gap not reported: %v", err)
 	}
@@ -163,5 +169,37 @@ func TestLossyWireQuality(t *testing.T) {
 		if kl <= 0 || kl > c.maxKL || top1 < c.minTop1 {
 			t.Errorf("%v: KL %.3g (want (0, %g]), top-1 %.4f (want >= %g)", c.enc, kl, c.maxKL, top1, c.minTop1)
 		}
+	}
+}
+
+// A head pointed at something other than a stage says what answered.
+func TestDialHTTPServer(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	// An HTTP server answers once it has read a line: the Hello holds a
+	// newline byte here (as most real identities do somewhere).
+	opts := Options{Identity: wire.Digest{'\n'}, Config: model.Config{NLayers: 1, Dim: 8, VocabSize: 8}, Timeout: 5 * time.Second, Logger: quiet}
+	_, err := Dial(context.Background(), []string{addr}, opts)
+	if err == nil || !strings.Contains(err.Error(), "that address answers HTTP, not the Seam stage protocol") {
+		t.Fatalf("dialing an HTTP server: %v", err)
+	}
+	t.Logf("%v", err)
+	// One that waits silently for its own protocol is named as a possibility.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			defer c.Close()
+			time.Sleep(time.Second)
+		}
+	}()
+	opts.Timeout = 200 * time.Millisecond
+	_, err = Dial(context.Background(), []string{ln.Addr().String()}, opts)
+	if err == nil || !strings.Contains(err.Error(), "is a 'seam serve' listening there?") {
+		t.Fatalf("dialing a silent server: %v", err)
 	}
 }

@@ -18,7 +18,7 @@ func (s *Server) authenticate(conn net.Conn) (net.Conn, bool) {
 	if err != nil {
 		return nil, false
 	}
-	s.log.Info("peer authenticated", "stage", s.cfg.Name, "peer", conn.RemoteAddr(), "key", peer)
+	s.log.Info("peer authenticated", "session", 0, "peer", conn.RemoteAddr().String(), "key", peer.String())
 	return c, true
 }
 

@@ -1,6 +1,7 @@
 package stage
 
 import (
+	"log/slog"
 	"net"
 	"sync"
 	"time"
@@ -17,6 +18,7 @@ type peer struct {
 	fr      *wire.Framer
 	name    string // for messages: "head 127.0.0.1:5000", "downstream 10.0.0.2:9000"
 	timeout time.Duration
+	log     *slog.Logger
 	wmu     sync.Mutex
 }
 
@@ -48,7 +50,29 @@ func (p *peer) write(f func(*wire.Framer) error) error {
 }
 
 func (p *peer) sendError(m wire.Meta, err error) {
-	p.write(func(fr *wire.Framer) error { return fr.WriteError(m, wire.CodeOf(err), err.Error()) })
+	if p.log != nil {
+		p.log.Debug("sending error frame", "session", m.Session, "peer", p.name, "request", m.Request, "code", wire.CodeOf(err).String(), "err", err)
+	}
+	p.write(func(fr *wire.Framer) error {
+		return fr.WriteError(m, wire.CodeOf(err), wire.TruncateMessage(err.Error()))
+	})
+}
+
+// sendShutdown tells the peer, on the whole connection, that this stage is
+// going away. It waits at most wait for the write lock (a frame being
+// written to a peer that stopped reading holds it up to the write timeout)
+// and for the write itself, and gives up on the notice after that.
+func (p *peer) sendShutdown(msg string, wait time.Duration) {
+	deadline := time.Now().Add(wait)
+	for !p.wmu.TryLock() {
+		if time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	defer p.wmu.Unlock()
+	p.conn.SetWriteDeadline(deadline)
+	p.fr.WriteError(wire.Meta{}, wire.CodeShutdown, wire.TruncateMessage(msg))
 }
 
 func (p *peer) close() { p.conn.Close() }

@@ -141,7 +141,11 @@ func (p *PoolMember) Serve(l net.Listener) error {
 
 // Close stops accepting, closes every connection, stops the stage and
 // unmaps its layers.
-func (p *PoolMember) Close() error {
+func (p *PoolMember) Close() error { return p.Shutdown("") }
+
+// Shutdown is Close for a signal: an assigned member shuts its stage down
+// gracefully (Server.Shutdown: heads are told why), then unmaps.
+func (p *PoolMember) Shutdown(reason string) error {
 	p.mu.Lock()
 	p.closed = true
 	for _, l := range p.listeners {
@@ -155,7 +159,7 @@ func (p *PoolMember) Close() error {
 	p.wg.Wait()
 	var err error
 	if srv != nil {
-		err = srv.Close()
+		err = srv.Shutdown(reason)
 	}
 	if part != nil && part.Close != nil {
 		err = errors.Join(err, part.Close())
@@ -186,23 +190,23 @@ func (p *PoolMember) servePool(conn net.Conn) {
 		if err != nil {
 			return // refused and logged with the peer's fingerprint
 		}
-		p.log.Info("peer authenticated", "stage", p.cfg.Base.Name, "peer", conn.RemoteAddr(), "key", peer)
+		p.log.Info("peer authenticated", "session", 0, "stage", p.cfg.Base.Name, "peer", conn.RemoteAddr().String(), "key", peer.String())
 		conn = c
 	}
 	pe, err := newPeer(conn, conn.RemoteAddr().String(), p.cfg.Base.Link, wire.Default, p.cfg.Base.Timeout)
 	if err != nil {
-		p.log.Warn("connection setup failed", "peer", conn.RemoteAddr(), "err", err)
+		p.log.Warn("connection setup failed", "session", 0, "stage", p.cfg.Base.Name, "peer", conn.RemoteAddr().String(), "err", err)
 		return
 	}
 	if err := p.handshake(pe); err != nil {
-		p.log.Warn("handshake refused", "peer", pe.name, "err", err)
+		p.log.Warn("handshake refused", "session", 0, "stage", p.cfg.Base.Name, "peer", pe.name, "err", err)
 		return
 	}
 	for {
 		f, err := pe.fr.ReadFrame()
 		if err != nil {
 			if !isClosedConn(err) {
-				p.log.Warn("pool connection failed", "peer", pe.name, "err", err)
+				p.log.Warn("pool connection failed", "session", 0, "stage", p.cfg.Base.Name, "peer", pe.name, "err", err)
 				pe.sendError(wire.Meta{}, err)
 			}
 			return
@@ -332,7 +336,7 @@ func (p *PoolMember) assign(a wire.Assignment) error {
 		return err
 	}
 	p.srv, p.part = srv, part
-	p.log.Info("assigned", "stage", cfg.Name, "layers", a.Layers, "sessions", a.MaxSessions, "mapped_in", time.Since(t0).Round(time.Millisecond))
+	p.log.Info("assigned", "session", 0, "stage", cfg.Name, "layers", a.Layers, "sessions", a.MaxSessions, "mapped_in", time.Since(t0).Round(time.Millisecond))
 	return nil
 }
 

@@ -6,11 +6,10 @@ import "net"
 // waits for, as Serve does for the connections it accepts. It is how a
 // pool member hands connections to the stage it became.
 func (s *Server) ServeConn(conn net.Conn) {
-	if !s.track(conn) {
+	if !s.track(conn) { // counts the handler in s.wg
 		conn.Close()
 		return
 	}
-	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		defer s.untrack(conn)

@@ -53,9 +53,10 @@ type Server struct {
 	mu        sync.Mutex
 	sessions  map[uint64]*session
 	conns     map[net.Conn]struct{}
+	peers     map[*peer]bool // handshaken connections: true for a head's
 	listeners []net.Listener
 	closed    bool
-	wg        sync.WaitGroup
+	wg        sync.WaitGroup // connection handlers: each may be computing
 }
 
 // New returns a stage for cfg.
@@ -69,13 +70,15 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxSessions <= 0 {
 		cfg.MaxSessions = 64
 	}
-	s := &Server{cfg: cfg, reg: cfg.Registry, log: cfg.Logger, sessions: map[uint64]*session{}, conns: map[net.Conn]struct{}{}}
+	s := &Server{cfg: cfg, reg: cfg.Registry, log: cfg.Logger, sessions: map[uint64]*session{}, conns: map[net.Conn]struct{}{},
+		peers: map[*peer]bool{}}
 	if s.reg == nil {
 		s.reg = wire.Default
 	}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	s.log = s.log.With("stage", cfg.Name)
 	return s, nil
 }
 
@@ -85,7 +88,9 @@ func (s *Server) Layers() wire.LayerRange {
 	return wire.LayerRange{Start: uint32(w.First), End: uint32(w.Last)}
 }
 
-// Serve accepts connections on l until Close. It returns nil after Close.
+// Serve accepts connections on l until Close or Shutdown. It returns nil
+// after them, and only once every connection's handler has returned: no
+// frame is being computed then, so the caller may release the weights.
 func (s *Server) Serve(l net.Listener) error {
 	s.mu.Lock()
 	if s.closed {
@@ -94,19 +99,21 @@ func (s *Server) Serve(l net.Listener) error {
 	}
 	s.listeners = append(s.listeners, l)
 	s.mu.Unlock()
+	s.log.Info("listening", "session", 0, "addr", l.Addr().String(), "layers", s.Layers())
 	for {
 		conn, err := l.Accept()
 		if err != nil {
 			if s.isClosed() {
+				s.wg.Wait()
 				return nil
 			}
 			return err
 		}
 		if !s.track(conn) {
 			conn.Close()
+			s.wg.Wait()
 			return nil
 		}
-		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
 			defer s.untrack(conn)
@@ -115,6 +122,9 @@ func (s *Server) Serve(l net.Listener) error {
 	}
 }
 
+// track registers a new connection and its handler; false once closed.
+// The handler is counted under the lock that Close takes, so Close never
+// waits on a count that a handler is about to join.
 func (s *Server) track(c net.Conn) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -122,6 +132,7 @@ func (s *Server) track(c net.Conn) bool {
 		return false
 	}
 	s.conns[c] = struct{}{}
+	s.wg.Add(1)
 	return true
 }
 
@@ -132,6 +143,24 @@ func (s *Server) untrack(c net.Conn) {
 	c.Close()
 }
 
+// addPeer registers a handshaken connection, so that Shutdown can tell it
+// why it is being closed; false once the server is shutting down.
+func (s *Server) addPeer(p *peer, head bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.peers[p] = head
+	return true
+}
+
+func (s *Server) removePeer(p *peer) {
+	s.mu.Lock()
+	delete(s.peers, p)
+	s.mu.Unlock()
+}
+
 func (s *Server) isClosed() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -139,12 +168,44 @@ func (s *Server) isClosed() bool {
 }
 
 // Close stops accepting, closes every connection and waits for handlers.
-func (s *Server) Close() error {
+// Peers see their connection end; Shutdown tells them why first.
+func (s *Server) Close() error { return s.stop("") }
+
+// Shutdown stops the stage gracefully: it stops accepting, sends every
+// connected head and upstream stage an Error frame (code shutdown) saying
+// that this stage is shutting down and why, closes the connections, and
+// waits until every handler has returned, so that a frame being computed is
+// either finished or abandoned before Shutdown returns. The heads' requests
+// fail with that message, naming this stage.
+func (s *Server) Shutdown(reason string) error { return s.stop(reason) }
+
+func (s *Server) stop(reason string) error {
 	s.mu.Lock()
+	first := !s.closed
 	s.closed = true
 	for _, l := range s.listeners {
 		l.Close()
 	}
+	peers := make([]*peer, 0, len(s.peers))
+	for p := range s.peers {
+		peers = append(peers, p)
+	}
+	sessions := len(s.sessions)
+	s.mu.Unlock()
+	if first && reason != "" {
+		s.log.Info("shutting down", "session", 0, "reason", reason, "connections", len(peers), "sessions", sessions)
+		msg := fmt.Sprintf("stage %q is shutting down (%s)", s.cfg.Name, reason)
+		var wg sync.WaitGroup
+		for _, p := range peers {
+			wg.Add(1)
+			go func() { // a peer that stopped reading must not hold up the others
+				defer wg.Done()
+				p.sendShutdown(msg, shutdownNotice)
+			}()
+		}
+		wg.Wait()
+	}
+	s.mu.Lock()
 	for c := range s.conns {
 		c.Close()
 	}
@@ -152,6 +213,10 @@ func (s *Server) Close() error {
 	s.wg.Wait()
 	return nil
 }
+
+// shutdownNotice bounds how long Shutdown waits to deliver its message to
+// one peer (behind a frame being written to it, or a full socket buffer).
+const shutdownNotice = 2 * time.Second
 
 // hello is this stage's own handshake message.
 func (s *Server) hello() wire.Hello {
@@ -166,26 +231,38 @@ func (s *Server) hello() wire.Hello {
 // handle runs the handshake, then serves the connection as a head's or an
 // upstream stage's, by what the peer's Hello says it holds.
 func (s *Server) handle(conn net.Conn) {
+	s.log.Info("connection accepted", "session", 0, "peer", conn.RemoteAddr().String())
 	conn, ok := s.authenticate(conn)
 	if !ok {
 		return
 	}
 	p, err := newPeer(conn, conn.RemoteAddr().String(), s.cfg.Link, s.reg, s.cfg.Timeout)
 	if err != nil {
-		s.log.Warn("connection setup failed", "peer", conn.RemoteAddr(), "err", err)
+		s.log.Warn("connection setup failed", "session", 0, "peer", conn.RemoteAddr().String(), "err", err)
 		return
 	}
+	p.log = s.log
 	remote, err := s.accept(p)
 	if err != nil {
-		s.log.Warn("handshake refused", "peer", p.name, "err", err)
+		s.log.Warn("handshake refused", "session", 0, "peer", p.name, "err", err)
 		return
 	}
-	if remote.Layers.Start == remote.Layers.End {
+	head := remote.Layers.Start == remote.Layers.End
+	if head {
 		p.name = "head " + p.name
+	} else {
+		p.name = fmt.Sprintf("upstream stage %s holding layers %v", p.name, remote.Layers)
+	}
+	if !s.addPeer(p, head) {
+		p.sendShutdown(fmt.Sprintf("stage %q is shutting down", s.cfg.Name), shutdownNotice)
+		return
+	}
+	defer s.removePeer(p)
+	s.log.Info("handshake accepted", "session", 0, "peer", p.name, "peer_name", remote.Name, "encoding", remote.Encoding.String())
+	if head {
 		s.serveHead(&headConn{peer: p})
 		return
 	}
-	p.name = fmt.Sprintf("upstream stage %s holding layers %v", p.name, remote.Layers)
 	s.serveUpstream(p)
 }
 

@@ -1,9 +1,11 @@
 package stage
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"slices"
 	"sync"
@@ -59,6 +61,7 @@ func (s *Server) openSession(hc *headConn, id uint64) error {
 		return err
 	}
 	s.sessions[id] = &session{id: id, head: hc, state: st}
+	s.log.Info("session opened", "session", id, "peer", hc.name, "sessions", len(s.sessions))
 	return nil
 }
 
@@ -67,6 +70,7 @@ func (s *Server) closeSession(hc *headConn, id uint64) {
 	defer s.mu.Unlock()
 	if sess, ok := s.sessions[id]; ok && sess.head == hc {
 		delete(s.sessions, id)
+		s.log.Info("session closed", "session", id, "peer", hc.name, "sessions", len(s.sessions))
 	}
 }
 
@@ -77,6 +81,7 @@ func (s *Server) dropHead(hc *headConn) {
 	for id, sess := range s.sessions {
 		if sess.head == hc {
 			delete(s.sessions, id)
+			s.log.Info("session closed: its head disconnected", "session", id, "peer", hc.name, "sessions", len(s.sessions))
 		}
 	}
 }
@@ -103,11 +108,14 @@ func (s *Server) serveHead(hc *headConn) {
 		f, err := hc.fr.ReadFrame()
 		if err != nil {
 			if !isClosedConn(err) {
-				s.log.Warn("head connection failed", "peer", hc.name, "err", err)
+				s.log.Warn("head connection failed", "session", 0, "peer", hc.name, "err", err)
 				hc.sendError(wire.Meta{}, err)
+			} else {
+				s.log.Info("head disconnected", "session", 0, "peer", hc.name)
 			}
 			return
 		}
+		s.logFrame("frame from head", hc.name, f)
 		m := wire.Meta{Session: f.Session, Request: f.Request, Start: f.Start}
 		switch f.Kind {
 		case wire.KindRoute:
@@ -127,7 +135,9 @@ func (s *Server) serveHead(hc *headConn) {
 			err = fmt.Errorf("a head may not send %v frames: %w", f.Kind, wire.ErrMalformed)
 		}
 		if err != nil {
-			hc.sendError(m, fmt.Errorf("stage %q: %w", s.cfg.Name, err))
+			// The head knows which stage this connection is: no name prefix.
+			s.log.Warn("request failed", "session", f.Session, "peer", hc.name, "kind", f.Kind.String(), "request", f.Request, "err", err)
+			hc.sendError(m, err)
 			if errors.Is(err, wire.ErrMalformed) {
 				return
 			}
@@ -141,11 +151,14 @@ func (s *Server) serveUpstream(p *peer) {
 		f, err := p.fr.ReadFrame()
 		if err != nil {
 			if !isClosedConn(err) {
-				s.log.Warn("upstream connection failed", "peer", p.name, "err", err)
+				s.log.Warn("upstream connection failed", "session", 0, "peer", p.name, "err", err)
 				p.sendError(wire.Meta{}, err)
+			} else {
+				s.log.Info("upstream disconnected", "session", 0, "peer", p.name)
 			}
 			return
 		}
+		s.logFrame("frame from upstream", p.name, f)
 		m := wire.Meta{Session: f.Session, Request: f.Request, Start: f.Start}
 		switch f.Kind {
 		case wire.KindPrefill, wire.KindDecode:
@@ -155,9 +168,11 @@ func (s *Server) serveUpstream(p *peer) {
 		}
 		if err != nil {
 			// Tell the head that owns the session when there is one (it is
-			// the one waiting), else the upstream stage, which relays it.
+			// the one waiting, and knows this connection's stage), else the
+			// upstream stage, which relays it.
+			s.log.Warn("request failed", "session", f.Session, "peer", p.name, "kind", f.Kind.String(), "request", f.Request, "err", err)
 			if sess, lerr := s.lookup(f.Session); lerr == nil {
-				sess.head.sendError(m, fmt.Errorf("stage %q: %w", s.cfg.Name, err))
+				sess.head.sendError(m, err)
 			} else {
 				p.sendError(m, fmt.Errorf("stage %q: %w", s.cfg.Name, err))
 			}
@@ -282,6 +297,14 @@ func isClosedConn(err error) bool {
 	return errors.Is(err, net.ErrClosed) || errors.Is(err, errEOF) || (errors.As(err, &ne) && !ne.Timeout())
 }
 
+// logFrame logs a received frame at Debug level.
+func (s *Server) logFrame(msg, peer string, f *wire.Frame) {
+	if s.log.Enabled(context.Background(), slog.LevelDebug) {
+		s.log.Debug(msg, "session", f.Session, "peer", peer, "kind", f.Kind.String(), "request", f.Request,
+			"start", f.Start, "tokens", f.Tokens, "flags", uint8(f.Flags), "bytes", len(f.Payload))
+	}
+}
+
 // route dials the downstream stage the head names and runs the boundary
 // handshake as its upstream.
 func (s *Server) route(hc *headConn, f *wire.Frame) error {
@@ -293,7 +316,7 @@ func (s *Server) route(hc *headConn, f *wire.Frame) error {
 		return fmt.Errorf("a downstream route is already set (%s): %w", hc.down.name, wire.ErrMalformed)
 	}
 	if allow := s.cfg.AllowDownstream; len(allow) > 0 && !slices.Contains(allow, r.Addr) {
-		return fmt.Errorf("stage %q may not dial %s: its --allow-downstream list is %v", s.cfg.Name, r.Addr, allow)
+		return fmt.Errorf("may not dial %s: it is not in this stage's --allow-downstream list %v", r.Addr, allow)
 	}
 	conn, err := net.DialTimeout("tcp", r.Addr, s.cfg.Timeout)
 	if err != nil {
@@ -313,6 +336,7 @@ func (s *Server) route(hc *headConn, f *wire.Frame) error {
 		return err
 	}
 	hc.down, hc.downEnc = dp, enc
+	s.log.Info("routed downstream", "session", 0, "peer", hc.name, "downstream", r.Addr, "downstream_layers", r.Peer, "encoding", enc.ID().String())
 	go s.watchDownstream(hc, dp)
 	return nil
 }
@@ -357,17 +381,33 @@ func (s *Server) handshakeDown(dp *peer, r wire.Route) (wire.Encoding, error) {
 func (s *Server) watchDownstream(hc *headConn, dp *peer) {
 	for {
 		f, err := dp.fr.ReadFrame()
+		if errors.Is(err, net.ErrClosed) {
+			return // closed here: the head left, or this stage is shutting down
+		}
 		if err != nil {
-			hc.sendError(wire.Meta{}, fmt.Errorf("stage %q lost its %s: %w", s.cfg.Name, dp.name, err))
+			s.log.Warn("downstream connection lost", "session", 0, "peer", hc.name, "downstream", dp.name, "err", err)
+			hc.sendError(wire.Meta{}, fmt.Errorf("lost its connection to %s: %w", dp.name, err))
 			hc.close()
 			return
 		}
 		if f.Kind == wire.KindError {
 			re, err := f.RemoteError()
-			if err == nil {
-				err = re
+			if err != nil {
+				hc.sendError(wire.Meta{}, fmt.Errorf("%s sent a bad Error frame: %w", dp.name, err))
+				continue
 			}
-			hc.sendError(wire.Meta{Session: f.Session, Request: f.Request}, fmt.Errorf("via stage %q from %s: %w", s.cfg.Name, dp.name, err))
+			s.log.Warn("relaying an error from downstream", "session", f.Session, "peer", hc.name, "downstream", dp.name, "code", re.Code.String(), "message", re.Message)
+			hc.sendError(wire.Meta{Session: f.Session, Request: f.Request}, &relayed{from: dp.name, re: re})
 		}
 	}
 }
+
+// relayed is an error a downstream stage sent, passed on to the head with
+// its code kept and the stage it came from named.
+type relayed struct {
+	from string
+	re   *wire.RemoteError
+}
+
+func (r *relayed) Error() string { return r.from + " reports: " + r.re.Message }
+func (r *relayed) Unwrap() error { return r.re }

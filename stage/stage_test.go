@@ -2,6 +2,9 @@ package stage_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"strings"
@@ -125,7 +128,7 @@ func startChain(t *testing.T, w *model.Weights, ranges [][2]int, cfg stage.Confi
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { local.Close() })
-	c, err := pipeline.Dial(context.Background(), local.Addrs, pipeline.Options{Identity: testID, Config: w.Config, Timeout: cfg.Timeout})
+	c, err := pipeline.Dial(context.Background(), local.Addrs, pipeline.Options{Identity: testID, Config: w.Config, Timeout: cfg.Timeout, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,8 +259,112 @@ func TestAllowDownstream(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer local.Close()
-	_, err = pipeline.Dial(context.Background(), local.Addrs, pipeline.Options{Identity: testID, Config: w.Config, Timeout: 5 * time.Second})
+	_, err = pipeline.Dial(context.Background(), local.Addrs, pipeline.Options{Identity: testID, Config: w.Config, Timeout: 5 * time.Second, Logger: quiet})
 	if err == nil || !strings.Contains(err.Error(), "may not dial "+local.Addrs[1]) {
 		t.Fatalf("route outside the allowlist: %v", err)
 	}
+	// Said once, without the wire's code word for an unclassified failure.
+	if n := strings.Count(err.Error(), "local-1"); n != 1 || strings.Contains(err.Error(), "peer error") {
+		t.Errorf("the refusal names the stage %d times or shows the wire code: %v", n, err)
+	}
+	t.Logf("%v", err)
+}
+
+// Shutdown tells a head in the middle of a generation why its request
+// failed, naming the stage, and returns only once no frame is being
+// computed; the other stages keep serving new heads.
+func TestShutdownTellsTheHead(t *testing.T) {
+	w := demoWeights(t)
+	for victim := range 2 {
+		c, local := startChain(t, w, [][2]int{{0, 3}, {3, 6}}, stage.Config{Timeout: 5 * time.Second})
+		s, err := c.NewSession(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		errs := make(chan error, 1)
+		go func() {
+			for pos := 0; ; pos++ {
+				if _, err := s.Forward(context.Background(), []int{1 + pos%7}, pos, false); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+		time.Sleep(20 * time.Millisecond)
+		if err := local.Servers()[victim].Shutdown("received SIGTERM"); err != nil {
+			t.Fatal(err)
+		}
+		err = <-errs
+		var se *pipeline.StageError
+		want := fmt.Sprintf("stage %q is shutting down (received SIGTERM)", fmt.Sprintf("local-%d", victim+1))
+		if !errors.As(err, &se) || !se.Shutdown() || !strings.Contains(err.Error(), want) {
+			t.Fatalf("victim %d: head saw %v, want a shutdown naming the stage (%q)", victim+1, err, want)
+		}
+		t.Logf("victim %d: %v", victim+1, err)
+	}
+}
+
+// At Info a stage logs connections, handshakes and sessions, at Debug
+// every frame, and every line carries the stage name and a session id (0
+// for the whole connection), as JSON when asked.
+func TestStageLogs(t *testing.T) {
+	w := demoWeights(t)
+	var buf syncBuffer
+	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	local, err := stage.StartLocal(w, [][2]int{{0, 3}, {3, 6}}, stage.Config{Identity: testID, Timeout: 5 * time.Second, Logger: logger}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := pipeline.Dial(context.Background(), local.Addrs, pipeline.Options{Identity: testID, Config: w.Config, Timeout: 5 * time.Second, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.NewSession(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Forward(context.Background(), []int{1, 2, 3}, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	c.Close()
+	local.Close()
+	seen := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line is not JSON: %q", line)
+		}
+		if _, ok := rec["session"]; !ok || rec["stage"] == nil || rec["stage"] == "" {
+			t.Errorf("log line without stage and session: %s", line)
+		}
+		msg := rec["msg"].(string)
+		if strings.HasPrefix(msg, "session closed") {
+			msg = "session closed" // by a Close frame, or when the head left first
+		}
+		seen[msg] = true
+	}
+	for _, m := range []string{"listening", "connection accepted", "handshake accepted", "routed downstream", "session opened",
+		"frame from head", "frame from upstream", "session closed", "head disconnected"} {
+		if !seen[m] {
+			t.Errorf("no %q line; saw %v", m, seen)
+		}
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -9,23 +9,6 @@ import (
 	"github.com/seamlm/seam/gguf"
 )
 
-func TestParseByteSize(t *testing.T) {
-	for in, want := range map[string]int64{
-		"2GiB": 2147483648, "1.5GiB": 1610612736, "500MiB": 524288000, "64KiB": 65536,
-		"3GB": 3000000000, "2 MB": 2000000, "1000": 1000, "17B": 17, "1TiB": 1099511627776,
-	} {
-		got, err := parseByteSize(in)
-		if err != nil || got != want {
-			t.Errorf("parseByteSize(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	for _, bad := range []string{"", "GiB", "-1GiB", "0", "0.5", "2XB", "NaN", "Inf", "1e30GiB"} {
-		if got, err := parseByteSize(bad); err == nil {
-			t.Errorf("parseByteSize(%q) = %d, want an error", bad, got)
-		}
-	}
-}
-
 // tinyGGUFArgs make a 3-layer model small enough for a test.
 var tinyGGUFArgs = []string{"--dim", "64", "--hidden", "96", "--heads", "4", "--kv-heads", "2", "--vocab", "300", "--seq-len", "32", "--layers", "3"}
 
@@ -101,16 +84,4 @@ func TestBenchMakeGGUFBySize(t *testing.T) {
 	if cfg, err := f.LlamaConfig(); err != nil || cfg.NLayers != 5 {
 		t.Fatalf("config %+v, %v; want 5 layers", cfg, err)
 	}
-}
-
-// parseByteSize never panics, and what it accepts is a positive size.
-func FuzzParseByteSize(f *testing.F) {
-	for _, s := range []string{"2GiB", "1.5GB", "0x10MiB", "1e3KB", "-0B", " 7 ", "NaN", "9223372036854775807"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		if n, err := parseByteSize(s); err == nil && n < 1 {
-			t.Fatalf("parseByteSize(%q) = %d", s, n)
-		}
-	})
 }

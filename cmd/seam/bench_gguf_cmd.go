@@ -2,12 +2,8 @@ package main
 
 import (
 	"fmt"
-	"math"
-	"os"
-	"strconv"
-	"strings"
-	"time"
 
+	"github.com/seamlm/seam/bench"
 	"github.com/seamlm/seam/model"
 	"github.com/seamlm/seam/synth"
 	"github.com/seamlm/seam/tensor"
@@ -50,7 +46,7 @@ chosen so that the tensor data is as close to --size as possible, unless
 				cfg.RopeDim = dim / heads
 			}
 			if layers == 0 {
-				target, err := parseByteSize(size)
+				target, err := bench.ParseByteSize(size)
 				if err != nil {
 					return fmt.Errorf("--size: %w", err)
 				}
@@ -58,11 +54,17 @@ chosen so that the tensor data is as close to --size as possible, unless
 					return err
 				}
 			}
-			layout, err := synth.GGUFLayout(cfg, opts)
+			if _, err := synth.GGUFLayout(cfg, opts); err != nil {
+				return err
+			}
+			opts.Progress = byteProgress(cmd, "writing")
+			fmt.Fprintf(cmd.ErrOrStderr(), "writing %s: %s\n", out, cfg.String())
+			res, err := bench.MakeGGUF(out, cfg, opts)
 			if err != nil {
 				return err
 			}
-			return makeGGUF(cmd, out, cfg, opts, layout)
+			fmt.Fprintln(cmd.OutOrStdout(), res)
+			return nil
 		},
 	}
 	f := cmd.Flags()
@@ -81,91 +83,4 @@ chosen so that the tensor data is as close to --size as possible, unless
 	f.Uint64Var(&seed, "seed", 1, "random seed for the weights")
 	cmd.MarkFlagRequired("out")
 	return cmd
-}
-
-// makeGGUF writes the file, reporting progress, and prints its size and its
-// largest tensor (which bounds an import's expected peak memory).
-func makeGGUF(cmd *cobra.Command, out string, cfg model.Config, opts synth.GGUFOptions, layout []synth.GGUFTensor) error {
-	var total int64
-	largest := layout[0]
-	for _, t := range layout {
-		total += t.Bytes
-		if t.Bytes > largest.Bytes {
-			largest = t
-		}
-	}
-	fmt.Fprintf(cmd.ErrOrStderr(), "writing %s: %s, %d tensors, %d bytes of tensor data\n", out, cfg.String(), len(layout), total)
-	opts.Progress = byteProgress(cmd, "writing")
-	start := time.Now()
-	tmp := out + ".tmp"
-	err := writeFile(tmp, func(f *os.File) error {
-		if err := synth.WriteGGUF(f, cfg, opts); err != nil {
-			return err
-		}
-		// Synced, so that its write-back does not run during the import
-		// measured next.
-		return f.Sync()
-	})
-	if err == nil {
-		err = os.Rename(tmp, out)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	elapsed := time.Since(start)
-	st, err := os.Stat(out)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %d bytes (%.3f GiB), %d layers, largest tensor %s (%s %dx%d) %d bytes, in %v (%.0f MB/s)\n",
-		out, st.Size(), float64(st.Size())/(1<<30), cfg.NLayers, largest.Name, largest.Type, largest.Rows, largest.Cols, largest.Bytes,
-		elapsed.Round(time.Millisecond), float64(st.Size())/elapsed.Seconds()/1e6)
-	return nil
-}
-
-// byteProgress returns a progress callback: a bar on a terminal, otherwise a
-// line on stderr at every tenth of the total.
-func byteProgress(cmd *cobra.Command, what string) func(done, total int64) {
-	if bar := newBar(cmd, what); bar != nil {
-		return func(done, total int64) {
-			bar.ChangeMax64(total)
-			bar.Set64(done)
-			if done == total {
-				bar.Finish()
-				fmt.Fprintln(cmd.ErrOrStderr())
-			}
-		}
-	}
-	next := int64(1)
-	return func(done, total int64) {
-		if total > 0 && done*10 >= next*total {
-			fmt.Fprintf(cmd.ErrOrStderr(), "%s: %d%% (%d of %d bytes)\n", what, done*100/total, done, total)
-			next = done*10/total + 1
-		}
-	}
-}
-
-// parseByteSize reads a size such as 2GiB, 1.5GB, 500MiB, 64KiB or 1000 (bytes).
-func parseByteSize(s string) (int64, error) {
-	units := []struct {
-		suffix string
-		mult   float64
-	}{
-		{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
-		{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1},
-	}
-	num, mult := strings.TrimSpace(s), 1.0
-	for _, u := range units {
-		if strings.HasSuffix(num, u.suffix) {
-			num, mult = strings.TrimSpace(strings.TrimSuffix(num, u.suffix)), u.mult
-			break
-		}
-	}
-	x, err := strconv.ParseFloat(num, 64)
-	v := x * mult
-	if err != nil || !(v >= 1) || v > math.MaxInt64/2 {
-		return 0, fmt.Errorf("size %q: want a positive number of bytes with an optional unit (KiB, MiB, GiB, TiB, KB, MB, GB, TB, B)", s)
-	}
-	return int64(math.Round(v)), nil
 }

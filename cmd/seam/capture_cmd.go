@@ -19,8 +19,8 @@ func newCaptureCmd() *cobra.Command {
 		Short: "Record the hidden states that cross a split boundary, to fit a codec on",
 		Long: `Capture runs layers [0, L) of the model over a token stream and records
 the hidden state entering layer L at every position: exactly what a pipeline
-stage ending at layer L sends to the next. The capture file (format in
-eval/capfile.go) also holds the tokens, the model identity and a digest of
+stage ending at layer L sends to the next. The capture file also holds the
+tokens, the model identity and a digest of
 the tokens, so that 'seam fit-codec' can record where a codec came from and
 measure its KL divergence on held-out sequences.
 
@@ -36,41 +36,35 @@ states (4 bytes per value).`,
   seam capture --model model.gguf --boundary 16 --file corpus.txt --out b16.capture`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if maxMB < 1 {
-				return fmt.Errorf("--max-mb %d: want at least 1", maxMB)
+			d, err := data.get(cmd)
+			if err != nil {
+				return err
 			}
 			lm, m, err := openFull(modelPath, tokPath)
 			if err != nil {
 				return err
 			}
 			defer lm.Close()
-			id, err := lm.Identity()
+			if err := eval.CheckBoundary(boundary, m.Config().NLayers); err != nil {
+				return err
+			}
+			seqs, desc, err := d.Tokens(lm, m, progress(cmd, "sampling tokens"), logf(cmd))
 			if err != nil {
 				return err
 			}
-			cfg := m.Config()
-			if boundary < 1 || boundary >= cfg.NLayers {
-				return fmt.Errorf("--boundary %d: a model of %d layers splits at boundaries 1..%d", boundary, cfg.NLayers, cfg.NLayers-1)
-			}
-			seqs, desc, err := data.tokens(cmd, lm, m)
-			if err != nil {
-				return err
-			}
-			maxRows := max(1, maxMB<<20/(4*cfg.Dim))
 			start := time.Now()
-			rows, n, err := eval.Capture(m, seqs, boundary, maxRows, progress(cmd, "capturing"))
+			cf, err := eval.CaptureAt(lm, m, seqs, boundary, maxMB, progress(cmd, "capturing"))
 			if err != nil {
 				return err
 			}
-			if n < eval.CountTokens(seqs) {
-				infof(cmd, "--max-mb %d reached: keeping the first %d of %d hidden states", maxMB, n, eval.CountTokens(seqs))
+			if n, all := cf.N(), eval.CountTokens(seqs); n < all {
+				infof(cmd, "--max-mb %d reached: keeping the first %d of %d hidden states", maxMB, n, all)
 			}
-			cf := &eval.CaptureFile{Boundary: boundary, Width: cfg.Dim, Model: id, Seqs: eval.Truncate(seqs, n), Rows: rows}
 			if err := cf.WriteFile(out); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "captured %d hidden states entering layer %d (width %d) from %d sequences (%s) into %s in %v; calibration digest %s\n",
-				n, boundary, cfg.Dim, len(cf.Seqs), desc, out, time.Since(start).Round(time.Millisecond), hexID(cf.CalibDigest()))
+				cf.N(), boundary, cf.Width, len(cf.Seqs), desc, out, time.Since(start).Round(time.Millisecond), hexID(cf.CalibDigest()))
 			return nil
 		},
 	}
@@ -79,7 +73,7 @@ states (4 bytes per value).`,
 	cmd.Flags().IntVar(&boundary, "boundary", 0, "boundary layer L: record the hidden states entering layer L, 1..n_layers-1 (required)")
 	cmd.Flags().StringVar(&out, "out", "", "capture file to write (required)")
 	cmd.Flags().IntVar(&maxMB, "max-mb", 1024, "size cap: stop after this many MiB of hidden states")
-	data.register(cmd, defaultCalibTokens, defaultCalibSeed, "calibration text")
+	data.register(cmd, eval.DefaultCalibTokens, eval.DefaultCalibSeed, "calibration text")
 	cmd.MarkFlagRequired("model")
 	cmd.MarkFlagRequired("boundary")
 	cmd.MarkFlagRequired("out")

@@ -30,11 +30,14 @@ outputs are identical, as split inference must be.
 Without --model it builds a small deterministic model with RANDOM WEIGHTS, so
 its text is noise: it shows the machinery (tokenizer, forward pass, stages,
 wire, sampling), not a trained model.`,
-		Args: cobra.MaximumNArgs(1),
+		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			prompt := "Once upon a time"
-			if len(args) == 1 {
-				prompt = args[0]
+			if len(args) > 0 {
+				prompt = strings.Join(args, " ")
+			}
+			if split < 0 || split == 1 {
+				return fmt.Errorf("--split %d: want 2 or more stages, or 0 to skip the split run", split)
 			}
 			m, err := demoModel(cmd, modelPath, tokPath)
 			if err != nil {
@@ -124,9 +127,7 @@ func demoRun(cmd *cobra.Command, m *loader.Model, prompt string, sf *samplingFla
 	if err != nil {
 		return "", err
 	}
-	if st.GeneratedTokens > 1 && st.Decode > 0 {
-		fmt.Fprintf(cmd.ErrOrStderr(), "%d tokens, %.1f tok/s\n", st.GeneratedTokens, float64(st.GeneratedTokens-1)/st.Decode.Seconds())
-	}
+	fmt.Fprintln(cmd.ErrOrStderr(), speeds(st))
 	return text.String(), nil
 }
 

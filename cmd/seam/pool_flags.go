@@ -65,7 +65,9 @@ func (f *poolFlags) assemble(ctx context.Context, modelPath, tokPath string, opt
 		return nil, err
 	}
 	if asm.Plan != nil {
-		slog.Info("pool planned", "chain", strings.Join(asm.Addrs, ","), "predicted", asm.Plan.Predicted.String())
+		p := asm.Plan.Predicted
+		slog.Info("pool planned", "chain", strings.Join(asm.Addrs, ","), "ranges", fmt.Sprint(asm.Plan.Ranges()),
+			"decode_tok_s", fmt.Sprintf("%.2f", p.Decode), "prefill_tok_s", fmt.Sprintf("%.1f", p.Prefill))
 	}
 	return asm, nil
 }

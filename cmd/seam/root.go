@@ -1,14 +1,18 @@
 package main
 
 import (
+	"fmt"
+	"io"
 	"log/slog"
-	"os"
 
 	"github.com/spf13/cobra"
 )
 
 func newRootCmd() *cobra.Command {
-	var verbose bool
+	var (
+		verbose   int
+		logFormat string
+	)
 	root := &cobra.Command{
 		Use:   "seam",
 		Short: "Run one language model across several ordinary machines",
@@ -17,24 +21,46 @@ each a contiguous range of layers on one machine, connected by a framed,
 checked wire protocol.
 
 Models: GGUF files, llama2.c checkpoints, or Seam container directories
-(made with 'seam import').`,
+(made with 'seam import'). 'seam pull' downloads a GGUF.
+
+Logs go to stderr: warnings and errors always; -v adds connections,
+handshakes, sessions, plans, imports and progress; -vv adds every frame.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		PersistentPreRun: func(cmd *cobra.Command, args []string) {
-			level := slog.LevelWarn
-			if verbose {
-				level = slog.LevelInfo
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			h, err := logHandler(cmd.ErrOrStderr(), verbose, logFormat)
+			if err != nil {
+				return err
 			}
-			slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
+			slog.SetDefault(slog.New(h))
+			return nil
 		},
 	}
-	root.PersistentFlags().BoolVarP(&verbose, "verbose", "v", false, "log progress and timings to stderr")
-	root.AddCommand(newRunCmd(), newScoreCmd(), newDemoCmd(), newImportCmd(), newVerifyCmd(), newInspectCmd(), newServeCmd(), newSynthCmd())
+	root.PersistentFlags().CountVarP(&verbose, "verbose", "v", "log what happens to stderr: -v for events (Info), -vv for every frame (Debug)")
+	root.PersistentFlags().StringVar(&logFormat, "log-format", "text", "log format: text (key=value) or json")
+	root.AddCommand(newRunCmd(), newScoreCmd(), newDemoCmd(), newPullCmd(), newImportCmd(), newVerifyCmd(), newInspectCmd(),
+		newServeCmd(), newSynthCmd(), newTemplateCmd(), newVersionCmd())
 	root.AddCommand(codecCommands()...)
 	root.AddCommand(clusterCommands()...)
-	bench := &cobra.Command{Use: "bench", Short: "Measure Seam's speed: imports, stage links, decode", Args: cobra.NoArgs}
-	bench.AddCommand(newBenchSplitCmd())
-	bench.AddCommand(benchCommands()...)
-	root.AddCommand(bench)
+	root.AddCommand(newBenchCmd())
 	return root
+}
+
+// logHandler builds the slog handler the flags ask for.
+func logHandler(w io.Writer, verbose int, format string) (slog.Handler, error) {
+	level := slog.LevelWarn
+	switch {
+	case verbose == 1:
+		level = slog.LevelInfo
+	case verbose >= 2:
+		level = slog.LevelDebug
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch format {
+	case "text":
+		return slog.NewTextHandler(w, opts), nil
+	case "json":
+		return slog.NewJSONHandler(w, opts), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
 }

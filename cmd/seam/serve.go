@@ -5,12 +5,11 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/seamlm/seam/internal/signals"
 	"github.com/seamlm/seam/loader"
 	"github.com/seamlm/seam/model"
 	"github.com/seamlm/seam/stage"
@@ -80,6 +79,8 @@ loopback experiments; the head must then use --insecure too.`,
 			if err != nil {
 				return err
 			}
+			// Unmapped only after the server has stopped: every handler
+			// has returned, so no kernel still reads the weights.
 			defer m.Close()
 			id, err := m.Identity()
 			if err != nil {
@@ -108,10 +109,7 @@ loopback experiments; the head must then use --insecure too.`,
 			}
 			// The address line is for scripts and tests that pick port 0.
 			fmt.Fprintf(cmd.OutOrStdout(), "serving layers [%d, %d) of %d as %q on %s\n", a, b, m.Weights.Config.NLayers, name, ln.Addr())
-			sig := make(chan os.Signal, 1)
-			signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-			go func() { <-sig; srv.Close() }()
-			return srv.Serve(ln)
+			return serveUntilSignal(cmd, srv, ln, name)
 		},
 	}
 	cmd.Flags().StringVar(&modelPath, "model", "", "model: a container directory (or a GGUF file / llama2.c checkpoint) (required)")
@@ -126,6 +124,37 @@ loopback experiments; the head must then use --insecure too.`,
 	af.register(cmd)
 	cmd.MarkFlagRequired("model")
 	return cmd
+}
+
+// serveUntilSignal serves until SIGINT or SIGTERM, then shuts the stage down
+// gracefully: connected heads are told why, in-flight frames finish or are
+// abandoned, and only then does it return (and the caller unmap).
+func serveUntilSignal(cmd *cobra.Command, srv server, ln net.Listener, name string) error {
+	ctx := cmd.Context()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return err // the listener failed on its own
+	case <-ctx.Done():
+	}
+	reason := "stopped"
+	if in := signals.Cause(ctx); in != nil {
+		reason = "received " + signals.Name(in.Signal)
+	}
+	start := time.Now()
+	srv.Shutdown(reason)
+	if err := <-served; err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "seam serve: stage %q shut down (%s) in %v\n", name, reason, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// server is a stage or a pool member.
+type server interface {
+	Serve(net.Listener) error
+	Shutdown(reason string) error
 }
 
 // parseRange reads "A:B".

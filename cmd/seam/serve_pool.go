@@ -5,8 +5,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/seamlm/seam/cluster"
 	"github.com/seamlm/seam/codec"
@@ -67,10 +65,7 @@ func (o *poolServe) run(cmd *cobra.Command, lc link.Config) error {
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "pool member %q on %s: %s free, %.2f ms per layer per token (decode), %.3f (prefill), classifier %.2f ms; waiting for a head to assign layers\n",
 		o.name, ln.Addr(), cluster.GiB(free), speed.DecodeLayer.Seconds()*1e3, speed.PrefillLayer.Seconds()*1e3, speed.Head.Seconds()*1e3)
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	go func() { <-sig; pm.Close() }()
-	return pm.Serve(ln)
+	return serveUntilSignal(cmd, pm, ln, o.name)
 }
 
 // probe measures compute speed on the model's first layers (about 100 MB
