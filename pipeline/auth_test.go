@@ -25,6 +25,23 @@ type logBuf struct {
 func (l *logBuf) Write(p []byte) (int, error) { l.mu.Lock(); defer l.mu.Unlock(); return l.b.Write(p) }
 func (l *logBuf) String() string              { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
 
+// waitFor returns the log once it holds every string, or after 5 s: the
+// refusing side logs after its peer may already have read the refusal.
+func (l *logBuf) waitFor(subs ...string) string {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s := l.String()
+		all := true
+		for _, sub := range subs {
+			all = all && strings.Contains(s, sub)
+		}
+		if all || time.Now().After(deadline) {
+			return s
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 type node struct {
 	key ed25519.PrivateKey
 	log *logBuf
@@ -113,7 +130,7 @@ func TestChainAuthentication(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "refused this node's key "+fp(h)) {
 			t.Fatalf("err %v, want the head told its key was refused", err)
 		}
-		if log := s1.log.String(); !strings.Contains(log, "refused an untrusted key") || !strings.Contains(log, fp(h)) {
+		if log := s1.log.waitFor("refused an untrusted key", fp(h)); !strings.Contains(log, "refused an untrusted key") || !strings.Contains(log, fp(h)) {
 			t.Fatalf("stage 1 did not log the head's fingerprint:\n%s", log)
 		}
 	})
@@ -128,7 +145,7 @@ func TestChainAuthentication(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "refused this node's key "+fp(s1)) {
 			t.Fatalf("err %v, want stage 1 told stage 2 refused its key", err)
 		}
-		if log := s2.log.String(); !strings.Contains(log, fp(s1)) {
+		if log := s2.log.waitFor(fp(s1)); !strings.Contains(log, fp(s1)) {
 			t.Fatalf("stage 2 did not log stage 1's fingerprint:\n%s", log)
 		}
 	})
