@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"os"
 	"path/filepath"
 	"strings"
@@ -131,4 +132,49 @@ func testAuth(t *testing.T) *auth.Config {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// startMember runs `seam serve` without --layers (a pool member) on a free
+// loopback port and returns its address.
+func startMember(t *testing.T, ctr string, extra ...string) string {
+	t.Helper()
+	args := append([]string{"serve", "--model", ctr, "--listen", "127.0.0.1:0"}, append(keyFlags(t), extra...)...)
+	_, stdout, stderr := seamProcess(t, args...)
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "pool member") {
+		t.Fatalf("pool member did not start: %q %v; stderr: %s", line, err, stderr)
+	}
+	// pool member "name" on ADDR: ...
+	_, rest, _ := strings.Cut(line, " on ")
+	addr, _, _ := strings.Cut(rest, ":")
+	port, _, _ := strings.Cut(strings.TrimPrefix(rest, addr+":"), ":")
+	return addr + ":" + port
+}
+
+// Three pool member processes, none able to hold the model with its
+// budget, are planned by `seam run --pool` over TLS; the greedy text is
+// the reference text; a second run reuses the assignment.
+func TestRunPool(t *testing.T) {
+	ctr := importStories(t)
+	want, err := os.ReadFile(filepath.Join(testmodels.Dir(t), testmodels.GreedyOnceUpon))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pool []string
+	for range 3 {
+		pool = append(pool, startMember(t, ctr, "--memory", "65MiB"))
+	}
+	args := append([]string{"run", "--model", ctr, "--pool", strings.Join(pool, ","), "--sessions", "1", "-n", "256", "--temperature", "0", "Once upon a time"}, keyFlags(t)...)
+	for run := range 2 {
+		text, err := seam(t, args...)
+		if err != nil || text != string(want) {
+			t.Fatalf("run %d through the pool: %v\n%s", run+1, err, text)
+		}
+	}
+	if _, err := seam(t, append(args, "--wire", "q8")...); err == nil || !strings.Contains(err.Error(), "--wire q8 with --pool") {
+		t.Fatalf("--wire with --pool: %v", err)
+	}
+	if _, err := seam(t, append(args, "--max-kl", "0.01")...); err == nil || !strings.Contains(err.Error(), "--measure-kl") {
+		t.Fatalf("--max-kl without measurements: %v", err)
+	}
 }
