@@ -202,6 +202,9 @@ func (c *Chain) handshake(sc *stageConn) error {
 	// The head holds no layers, so the handshake skipped the boundary
 	// checks; it learns the range here and checks the tiling of all stages.
 	sc.layers, sc.name = ack.Layers, ack.Name
+	if ack.Layers.Start == ack.Layers.End {
+		return fmt.Errorf("%q is a pool member that holds no layers yet (seam serve without --layers): give the pool with --pool, which plans and assigns the layers, not --stages", ack.Name)
+	}
 	return nil
 }
 

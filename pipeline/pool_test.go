@@ -151,7 +151,7 @@ func TestAssembleRefusals(t *testing.T) {
 
 	// A head that dials an unassigned member as a stage is told what it is.
 	pool := startPool(t, m, []int64{8 * mib})
-	if _, err := Dial(context.Background(), pool, opts); err == nil || !strings.Contains(err.Error(), "held by no stage") {
+	if _, err := Dial(context.Background(), pool, opts); err == nil || !strings.Contains(err.Error(), "is a pool member that holds no layers yet") {
 		t.Fatalf("dialing an unassigned member as a stage: %v", err)
 	}
 
