@@ -52,7 +52,7 @@ func testbedLinks() []netns.Link {
 func needTestbed(t *testing.T) {
 	t.Helper()
 	if err := netns.Available(); err != nil {
-		if (os.Getenv("SEAM_REQUIRE_NETNS") == "1" || os.Getenv("CI") != "") {
+		if os.Getenv("SEAM_REQUIRE_NETNS") == "1" || os.Getenv("CI") != "" {
 			t.Fatalf("network namespace testbed unavailable: %v", err)
 		}
 		t.Skipf("network namespace testbed unavailable: %v", err)
@@ -427,7 +427,7 @@ func TestPlannerOnTestbed(t *testing.T) {
 	}
 	if busy != "" {
 		msg := fmt.Sprintf("%s: this machine is too busy to compare speeds (load average %s)", busy, loadAverage())
-		if (os.Getenv("SEAM_REQUIRE_NETNS") == "1" || os.Getenv("CI") != "") {
+		if os.Getenv("SEAM_REQUIRE_NETNS") == "1" || os.Getenv("CI") != "" {
 			t.Fatal(msg)
 		}
 		t.Skip(msg + "; speed comparisons not asserted")

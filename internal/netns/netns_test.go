@@ -18,7 +18,7 @@ import (
 func need(t *testing.T) {
 	t.Helper()
 	if err := Available(); err != nil {
-		if (os.Getenv("SEAM_REQUIRE_NETNS") == "1" || os.Getenv("CI") != "") {
+		if os.Getenv("SEAM_REQUIRE_NETNS") == "1" || os.Getenv("CI") != "" {
 			t.Fatalf("network namespace testbed unavailable: %v", err)
 		}
 		t.Skipf("network namespace testbed unavailable: %v", err)
