@@ -140,11 +140,11 @@ func FuzzParseTokenizer(f *testing.F) {
 
 func FuzzCheckHeader(f *testing.F) {
 	id := [16]byte{1, 2, 3}
-	f.Add(encodeHeader("layer-001", id), "layer-001")
+	f.Add(encodeHeader(1, "layer-001", id), "layer-001")
 	f.Add([]byte("SEAM-SEG"), "head")
 	f.Fuzz(func(t *testing.T, data []byte, name string) {
-		if checkHeader(data, "fuzz", name, id) == nil {
-			if !bytes.Equal(data[:SegmentHeaderLen], encodeHeader(name, id)) {
+		if checkHeader(data, 1, "fuzz", name, id) == nil {
+			if !bytes.Equal(data[:SegmentHeaderLen], encodeHeader(1, name, id)) {
 				t.Fatalf("accepted header %x for %q", data[:SegmentHeaderLen], name)
 			}
 		}
