@@ -24,6 +24,8 @@ type PoolOptions struct {
 	Request cluster.Request
 	Measure link.MeasureOptions
 	Logger  *slog.Logger
+	// PlanOnly measures and plans but assigns nothing (seam plan --pool).
+	PlanOnly bool
 }
 
 // Assembly is a pool made into a chain: the stage addresses in layer order
@@ -33,6 +35,9 @@ type Assembly struct {
 	Addrs     []string
 	Encodings []wire.EncodingID // per boundary, len(Addrs)-1
 	Plan      *cluster.Plan
+	// Request is what the plan was made from: the members' descriptions
+	// and the measured links (empty when an earlier plan was reused).
+	Request cluster.Request
 }
 
 // member is one pool member's connection during assembly.
@@ -135,7 +140,16 @@ func Assemble(ctx context.Context, addrs []string, opts Options, po PoolOptions)
 	for _, line := range plan.Reasons {
 		po.Logger.Info("plan: " + line)
 	}
-	asm := &Assembly{Plan: plan}
+	asm := &Assembly{Plan: plan, Request: req}
+	if po.PlanOnly {
+		for _, st := range plan.Stages {
+			asm.Addrs = append(asm.Addrs, st.Member.Addr)
+		}
+		for _, b := range plan.Boundaries {
+			asm.Encodings = append(asm.Encodings, b.Encoding)
+		}
+		return asm, nil
+	}
 	for i, st := range plan.Stages {
 		m := ms[slices.IndexFunc(ms, func(m *member) bool { return m.display == st.Member.Name })]
 		a := wire.Assignment{Layers: wire.LayerRange{Start: uint32(st.First), End: uint32(st.Last)}, MaxSessions: uint32(max(req.Sessions, 1))}

@@ -164,6 +164,11 @@ func TestRunPool(t *testing.T) {
 	for range 3 {
 		pool = append(pool, startMember(t, ctr, "--memory", "65MiB"))
 	}
+	// seam plan --pool measures and plans without assigning anything.
+	out, err := seam(t, append([]string{"plan", "--model", ctr, "--pool", strings.Join(pool, ","), "--sessions", "1"}, keyFlags(t)...)...)
+	if err != nil || !strings.Contains(out, "predicted: decode") || !strings.Contains(out, "stage 2:") || !strings.Contains(out, "even split") {
+		t.Fatalf("plan --pool: %v\n%s", err, out)
+	}
 	args := append([]string{"run", "--model", ctr, "--pool", strings.Join(pool, ","), "--sessions", "1", "-n", "256", "--temperature", "0", "Once upon a time"}, keyFlags(t)...)
 	for run := range 2 {
 		text, err := seam(t, args...)

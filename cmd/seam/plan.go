@@ -14,9 +14,10 @@ func newPlanCmd() *cobra.Command {
 		sessions, measureKL int
 		prompt, generate    int
 		tokenizerPath       string
+		pp                  planPool
 	)
 	cmd := &cobra.Command{
-		Use:   "plan CLUSTER.toml",
+		Use:   "plan CLUSTER.toml | plan --model M --pool ADDR,...",
 		Short: "Print where a cluster would place the model's layers, and the predicted speed",
 		Long: `Plan reads a cluster file and prints the chain the planner chooses: which
 hosts hold layers, in which order, how many, and the wire encoding of each
@@ -26,7 +27,10 @@ memory-proportional split. Nothing is started.
 
 The hosts' figures (memory, decode_ms, prefill_ms, head_ms per layer) and
 the links ([[link]] a, b, mbps, rtt_ms) come from the file. The model file
-gives the layer sizes.
+gives the layer sizes. With --pool instead of a file, the figures are the
+running pool members' own ('seam serve' without --layers): they describe
+themselves and every link is measured, as 'seam run --pool' does, but no
+layers are assigned.
 
 --max-kl bounds each boundary's quality loss: an encoding other than f32 is
 used only where its measured KL is within it (0, the default, keeps every
@@ -35,9 +39,20 @@ the KL of f16, q8, q5 and q4 at every boundary, teacher-forced against the
 whole model on N tokens it samples (this runs the whole model here); an
 encoding without a measurement is never chosen.`,
 		Example: `  seam plan cluster.toml
-  seam plan --max-kl 0.01 --measure-kl 256 cluster.toml`,
-		Args: cobra.ExactArgs(1),
+  seam plan --max-kl 0.01 --measure-kl 256 cluster.toml
+  seam plan --model m.seam --pool 10.0.0.2:7070,10.0.0.3:7070 --key head.key --trust cluster.trust`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if pp.pool != "" || len(args) == 0 {
+				if len(args) > 0 || pp.pool == "" || pp.model == "" {
+					return fmt.Errorf("give a cluster file, or --model and --pool (not both)")
+				}
+				req := cluster.Request{Sessions: sessions, MaxKL: maxKL, Prompt: prompt, Generate: generate}
+				return pp.run(cmd, req, measureKL, tokenizerPath)
+			}
+			if pp.auth.set() || cmd.Flags().Changed("model") || cmd.Flags().Changed("timeout") {
+				return fmt.Errorf("--model, --timeout, --key, --trust and --insecure apply to --pool; a cluster file names its own model")
+			}
 			f, err := cluster.ReadFile(args[0])
 			if err != nil {
 				return err
@@ -83,6 +98,7 @@ encoding without a measurement is never chosen.`,
 	cmd.Flags().IntVar(&generate, "generate", 0, "generated tokens of the request the plan is scored on (default 128)")
 	cmd.Flags().IntVar(&measureKL, "measure-kl", 0, "measure each encoding's KL at every boundary on this many sampled tokens (runs the whole model)")
 	cmd.Flags().StringVar(&tokenizerPath, "tokenizer", "", "llama2.c tokenizer file, for --measure-kl on a llama2.c checkpoint")
+	pp.register(cmd)
 	return cmd
 }
 
