@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/seamlm/seam/auth"
@@ -60,6 +61,7 @@ type Chain struct {
 	failed   error                 // the first failure: the chain is dead after it
 	nextReq  uint64
 	sessions map[uint64]bool
+	idBytes  atomic.Uint64 // bytes of token-id frames sent to the first stage
 }
 
 type stageConn struct {
@@ -71,6 +73,7 @@ type stageConn struct {
 	fr     *wire.Framer
 	first  *prefixReader // the stage's first bytes, to say what answered instead of a stage
 	wmu    sync.Mutex
+	gen    uint16 // the agreed protocol generation (pings need 2)
 }
 
 func (sc *stageConn) String() string {
@@ -81,6 +84,7 @@ func (sc *stageConn) String() string {
 type event struct {
 	logits [][]float32
 	ids    []int
+	stats  wire.StageStats // a Ping's answer
 	err    error
 }
 
@@ -129,7 +133,7 @@ func (c *Chain) connect(ctx context.Context, i int, addr string) (*stageConn, er
 	d := net.Dialer{Timeout: c.opts.Timeout}
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("stage %d (%s): %w", i+1, addr, err)
+		return nil, &DialError{Index: i, Addr: addr, Err: err}
 	}
 	if c.opts.Auth != nil {
 		if conn, _, err = c.opts.Auth.Client(ctx, conn, addr); err != nil {
@@ -149,7 +153,7 @@ func (c *Chain) connect(ctx context.Context, i int, addr string) (*stageConn, er
 	c.log.Info("connected", "session", 0, "stage", i+1, "addr", addr)
 	if err := c.handshake(sc); err != nil {
 		w.Close()
-		return nil, fmt.Errorf("stage %d (%s): %w", i+1, addr, err)
+		return nil, &DialError{Index: i, Addr: addr, Err: err}
 	}
 	c.log.Info("handshake accepted", "session", 0, "stage", i+1, "addr", addr, "name", sc.name, "layers", sc.layers)
 	return sc, nil
@@ -199,6 +203,7 @@ func (c *Chain) handshake(sc *stageConn) error {
 		return err
 	}
 	sc.fr.Pin(agreed)
+	sc.gen = agreed.Generation
 	// The head holds no layers, so the handshake skipped the boundary
 	// checks; it learns the range here and checks the tiling of all stages.
 	sc.layers, sc.name = ack.Layers, ack.Name
@@ -342,7 +347,9 @@ func (c *Chain) wait(ctx context.Context, req uint64, ch chan event) (event, err
 		c.fail(err)
 		return event{}, err
 	case <-ctx.Done():
-		c.fail(ctx.Err())
+		// Only this request is abandoned: its late reply finds no waiter
+		// and is dropped, and the chain goes on serving other sessions.
+		c.forget(req)
 		return event{}, ctx.Err()
 	}
 }
@@ -383,6 +390,8 @@ func (c *Chain) read(sc *stageConn) {
 			c.deliver(f.Request, c.logits(sc, f))
 		case wire.KindReset, wire.KindRoute:
 			c.deliver(f.Request, event{})
+		case wire.KindPing:
+			c.deliver(f.Request, pingAnswer(sc, f))
 		case wire.KindError:
 			re, err := f.RemoteError()
 			if err == nil {
@@ -439,6 +448,7 @@ func (c *Chain) NewSession(ctx context.Context) (*Session, error) {
 			return nil, err
 		}
 		if _, err := c.wait(ctx, req, ch); err != nil {
+			(&Session{chain: c, id: id}).Close() // free it on the stages that opened it
 			return nil, fmt.Errorf("opening a session: %w", err)
 		}
 	}
@@ -504,6 +514,7 @@ func (s *Session) request(ctx context.Context, tokens []int, pos int, flags wire
 	if err := c.send(c.stages[0], func(fr *wire.Framer) error { return fr.WriteTokenIDs(kind, flags, m, ids) }); err != nil {
 		return event{}, err
 	}
+	c.idBytes.Add(uint64(wire.HeaderSize + 4*len(ids)))
 	return c.wait(ctx, req, ch)
 }
 

@@ -57,6 +57,7 @@ type Server struct {
 	listeners []net.Listener
 	closed    bool
 	wg        sync.WaitGroup // connection handlers: each may be computing
+	stats     counters       // reported to heads that ping (stats.go)
 }
 
 // New returns a stage for cfg.

@@ -15,7 +15,7 @@ const Magic = "SEAM"
 // whenever any byte layout or rule in docs/wire.md changes meaning.
 const (
 	MinGeneration uint16 = 1
-	MaxGeneration uint16 = 2
+	MaxGeneration uint16 = 3
 )
 
 // HeaderSize is the fixed size of a frame header in bytes.
@@ -56,11 +56,15 @@ const (
 	numKinds          = KindAssign + 1
 )
 
-var kindNames = [numKinds]string{"", "hello", "hello-ack", "prefill", "decode", "result", "reset", "close", "error", "route", "",
+// KindPing (generation 2 on): head -> stage, "are you there?"; the stage
+// answers with a Ping carrying its StageStats (see ping.go).
+const KindPing Kind = 10
+
+var kindNames = [numKinds]string{"", "hello", "hello-ack", "prefill", "decode", "result", "reset", "close", "error", "route", "ping",
 	"describe", "probe", "measure", "assign"}
 
 func (k Kind) String() string {
-	if k > 0 && k < numKinds && kindNames[k] != "" {
+	if k > 0 && k < numKinds {
 		return kindNames[k]
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))

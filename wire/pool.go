@@ -177,7 +177,7 @@ func checkAddr(addr string) error {
 }
 
 // PoolGeneration is the first protocol generation with pool frames.
-const PoolGeneration uint16 = 2
+const PoolGeneration uint16 = 3
 
 // Pool frame kinds (generation PoolGeneration on). None carries a session.
 const (

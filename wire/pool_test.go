@@ -102,7 +102,7 @@ func TestPoolFrames(t *testing.T) {
 	var buf bytes.Buffer
 	w := NewFramer(&buf, nil)
 	if err := w.WriteDescribe(1, nil); err == nil {
-		t.Fatal("a pool frame was written before a generation-2 agreement")
+		t.Fatal("a pool frame was written before a generation-3 agreement")
 	}
 	buf.Reset()
 	a := Agreement{Generation: PoolGeneration, Encoding: EncodingF32, Width: 8, Vocab: 8}
