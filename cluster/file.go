@@ -20,6 +20,7 @@ import (
 // (TOML). Paths are relative to the file's directory.
 //
 //	model = "stories.seam"      # the head's copy (tokenizer, identity, codecs)
+//	tokenizer = "tok.bin"       # for a llama2.c checkpoint only
 //	key = "head.key"            # this node's key (seam keygen)
 //	trust = "cluster.trust"     # fingerprints of every member
 //	listen = "127.0.0.1:8080"   # where the API listens
@@ -33,18 +34,20 @@ import (
 // (memory, decode_ms, prefill_ms, head_ms) and [[link]] entries give the
 // links (a, b, mbps, rtt_ms; "head" names the head).
 type File struct {
-	Path     string     `toml:"-"`
-	Model    string     `toml:"model"`
-	Key      string     `toml:"key"`
-	Trust    string     `toml:"trust"`
-	Insecure bool       `toml:"insecure"`
-	Listen   string     `toml:"listen"`
-	MaxKL    float64    `toml:"max_kl"`
-	Sessions int        `toml:"sessions"`
-	Prompt   int        `toml:"prompt"`
-	Generate int        `toml:"generate"`
-	Hosts    []Host     `toml:"host"`
-	Links    []FileLink `toml:"link"`
+	Path      string     `toml:"-"`
+	Model     string     `toml:"model"`
+	Tokenizer string     `toml:"tokenizer"`
+	MeasureKL int        `toml:"measure_kl"`
+	Key       string     `toml:"key"`
+	Trust     string     `toml:"trust"`
+	Insecure  bool       `toml:"insecure"`
+	Listen    string     `toml:"listen"`
+	MaxKL     float64    `toml:"max_kl"`
+	Sessions  int        `toml:"sessions"`
+	Prompt    int        `toml:"prompt"`
+	Generate  int        `toml:"generate"`
+	Hosts     []Host     `toml:"host"`
+	Links     []FileLink `toml:"link"`
 }
 
 // Host is one pool member in a cluster file.
@@ -99,13 +102,13 @@ func ParseFile(data []byte, path string) (*File, error) {
 		for _, k := range und {
 			keys = append(keys, k.String())
 		}
-		return nil, fmt.Errorf("%s: unknown keys %s (known: model, key, trust, insecure, listen, max_kl, sessions, prompt, generate, [[host]] name, addr, memory, decode_ms, prefill_ms, head_ms, [[link]] a, b, mbps, rtt_ms)", path, strings.Join(keys, ", "))
+		return nil, fmt.Errorf("%s: unknown keys %s (known: model, tokenizer, key, trust, insecure, listen, max_kl, measure_kl, sessions, prompt, generate, [[host]] name, addr, memory, decode_ms, prefill_ms, head_ms, [[link]] a, b, mbps, rtt_ms)", path, strings.Join(keys, ", "))
 	}
 	if err := f.check(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	dir := filepath.Dir(path)
-	for _, p := range []*string{&f.Model, &f.Key, &f.Trust} {
+	for _, p := range []*string{&f.Model, &f.Tokenizer, &f.Key, &f.Trust} {
 		if *p != "" && !filepath.IsAbs(*p) {
 			*p = filepath.Join(dir, *p)
 		}
@@ -130,7 +133,7 @@ func (f *File) check() error {
 	for _, v := range []struct {
 		name string
 		n    int
-	}{{"sessions", f.Sessions}, {"prompt", f.Prompt}, {"generate", f.Generate}} {
+	}{{"sessions", f.Sessions}, {"prompt", f.Prompt}, {"generate", f.Generate}, {"measure_kl", f.MeasureKL}} {
 		if v.n < 0 || v.n > 1<<20 {
 			errs = append(errs, fmt.Errorf("%s %d: want 0 (default) to %d", v.name, v.n, 1<<20))
 		}

@@ -145,7 +145,8 @@ func slowSide(node string) time.Duration {
 }
 
 var (
-	achievedRE = regexp.MustCompile(`achieved tok/s: ([0-9.]+) \(prompt (\d+) tokens in ([^,]+),`)
+	// seam run's timing line: "prefill: 144 tokens in 1.94s (74.2 tok/s); decode: 32 tokens in 1.46s (22.0 tok/s); ..."
+	achievedRE = regexp.MustCompile(`prefill: (\d+) tokens in (\S+) \([0-9.]+ tok/s\); decode: (\d+) tokens in (\S+) \(`)
 )
 
 type runResult struct {
@@ -168,13 +169,14 @@ func parseRun(t *testing.T, stdout, stderr string) runResult {
 	if m == nil {
 		t.Fatalf("no timing line in the run's stderr:\n%s", stderr)
 	}
-	dec, _ := strconv.ParseFloat(m[1], 64)
-	p, _ := strconv.Atoi(m[2])
-	d, err := time.ParseDuration(m[3])
-	if err != nil {
-		t.Fatalf("prompt time %q: %v", m[3], err)
+	p, _ := strconv.Atoi(m[1])
+	pd, err1 := time.ParseDuration(m[2])
+	n, _ := strconv.Atoi(m[3])
+	dd, err2 := time.ParseDuration(m[4])
+	if err1 != nil || err2 != nil || pd <= 0 || dd <= 0 {
+		t.Fatalf("timing line %q: %v %v", m[0], err1, err2)
 	}
-	return runResult{text: stdout, decode: dec, prefill: float64(p) / d.Seconds(), prompt: p}
+	return runResult{text: stdout, decode: float64(n) / dd.Seconds(), prefill: float64(p) / pd.Seconds(), prompt: p}
 }
 
 const prompt = "Once upon a time there was a little robot who lived in a big city full of lights and noise. " +

@@ -4,5 +4,5 @@ import "github.com/spf13/cobra"
 
 // clusterCommands are the commands for running Seam on several machines.
 func clusterCommands() []*cobra.Command {
-	return []*cobra.Command{newKeygenCmd(), newPlanCmd()}
+	return []*cobra.Command{newKeygenCmd(), newPlanCmd(), newUpCmd()}
 }

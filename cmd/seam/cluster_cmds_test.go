@@ -2,6 +2,11 @@ package main
 
 import (
 	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -181,5 +186,60 @@ func TestRunPool(t *testing.T) {
 	}
 	if _, err := seam(t, append(args, "--max-kl", "0.01")...); err == nil || !strings.Contains(err.Error(), "--measure-kl") {
 		t.Fatalf("--max-kl without measurements: %v", err)
+	}
+}
+
+// seam up: one file names the model, the keys, the pool and the API's
+// address; the head plans the pool over TLS and serves the API, whose
+// greedy completion continues the reference text.
+func TestUp(t *testing.T) {
+	ctr := importStories(t)
+	want, err := os.ReadFile(filepath.Join(testmodels.Dir(t), testmodels.GreedyOnceUpon))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := keyFlags(t)
+	file := fmt.Sprintf("model = %q\nkey = %q\ntrust = %q\nlisten = \"127.0.0.1:0\"\nsessions = 2\n", ctr, keys[1], keys[3])
+	for i := range 2 {
+		file += fmt.Sprintf("[[host]]\nname = \"m%d\"\naddr = %q\n", i+1, startMember(t, ctr, "--memory", "66MiB", "--name", fmt.Sprintf("m%d", i+1)))
+	}
+	path := filepath.Join(t.TempDir(), "cluster.toml")
+	if err := os.WriteFile(path, []byte(file), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := newRootCmd()
+	pr, pw := io.Pipe()
+	cmd.SetOut(pw)
+	cmd.SetErr(io.Discard)
+	cmd.SetArgs([]string{"up", path})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx); pw.Close() }()
+	url, err := servingURL(pr)
+	if err != nil {
+		cancel()
+		t.Fatalf("seam up: %v (%v)", err, <-done)
+	}
+	go io.Copy(io.Discard, pr)
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("seam up exited with %v", err)
+		}
+	}()
+	resp, err := http.Post(url+"/v1/completions", "application/json",
+		strings.NewReader(`{"model":"stories","prompt":"Once upon a time","max_tokens":40,"temperature":0}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Choices []struct{ Text string } `json:"choices"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || resp.StatusCode != 200 || len(body.Choices) != 1 {
+		t.Fatalf("status %d, %+v, %v", resp.StatusCode, body, err)
+	}
+	if got := "Once upon a time" + body.Choices[0].Text; !strings.HasPrefix(string(want), got) || len(body.Choices[0].Text) < 40 {
+		t.Fatalf("completion %q does not continue the reference text %q", got, want[:200])
 	}
 }
