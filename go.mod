@@ -3,6 +3,7 @@ module github.com/seamlm/seam
 go 1.26.0
 
 require (
+	github.com/BurntSushi/toml v1.6.0
 	github.com/ardanlabs/jinja v1.8.0
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0

@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/seamlm/seam/auth"
 	"github.com/seamlm/seam/link"
 	"github.com/seamlm/seam/model"
 	"github.com/seamlm/seam/wire"
@@ -31,6 +32,9 @@ type Options struct {
 	// Encoding of activations between stages. For lowrank, each boundary
 	// uses its own codec, named by Codecs.
 	Encoding wire.EncodingID
+	// Encodings, when set, gives each boundary its own encoding (a plan's
+	// choice), in chain order; it must have one entry per boundary.
+	Encodings []wire.EncodingID
 	// Codecs are the learned codecs the head knows (from its container), by
 	// boundary; their digests go into the head's Hello, and lowrank routes
 	// name each boundary's codec by its short id.
@@ -38,6 +42,9 @@ type Options struct {
 	Registry *wire.Registry
 	Timeout  time.Duration // bound on each reply, and on dialing
 	Link     link.Config   // emulation on what the head sends
+	// Auth authenticates and encrypts the connections to the stages
+	// (package auth); nil leaves them plaintext.
+	Auth *auth.Config
 	// Logger receives connection, handshake and session events at Info and
 	// every frame at Debug (nil: slog.Default()).
 	Logger *slog.Logger
@@ -128,6 +135,11 @@ func (c *Chain) connect(ctx context.Context, i int, addr string) (*stageConn, er
 	if err != nil {
 		return nil, &DialError{Index: i, Addr: addr, Err: err}
 	}
+	if c.opts.Auth != nil {
+		if conn, _, err = c.opts.Auth.Client(ctx, conn, addr); err != nil {
+			return nil, fmt.Errorf("stage %d: %w", i+1, err)
+		}
+	}
 	w := net.Conn(conn)
 	if c.opts.Link.RateMbps > 0 || c.opts.Link.Latency > 0 {
 		if w, err = link.Wrap(conn, c.opts.Link); err != nil {
@@ -195,6 +207,9 @@ func (c *Chain) handshake(sc *stageConn) error {
 	// The head holds no layers, so the handshake skipped the boundary
 	// checks; it learns the range here and checks the tiling of all stages.
 	sc.layers, sc.name = ack.Layers, ack.Name
+	if ack.Layers.Start == ack.Layers.End {
+		return fmt.Errorf("%q is a pool member that holds no layers yet (seam serve without --layers): give the pool with --pool, which plans and assigns the layers, not --stages", ack.Name)
+	}
 	return nil
 }
 
@@ -228,9 +243,15 @@ func checkTiling(stages []*stageConn, n int) error {
 
 // route tells each stage but the last to connect to its successor.
 func (c *Chain) route(ctx context.Context) error {
+	if n := len(c.opts.Encodings); n > 0 && n != len(c.stages)-1 {
+		return fmt.Errorf("%d boundary encodings given for %d stages (want %d)", n, len(c.stages), len(c.stages)-1)
+	}
 	for i := 0; i+1 < len(c.stages); i++ {
 		next := c.stages[i+1]
 		r := wire.Route{Addr: next.addr, Peer: next.layers, Encoding: c.opts.Encoding}
+		if len(c.opts.Encodings) > 0 {
+			r.Encoding = c.opts.Encodings[i]
+		}
 		if r.Encoding == wire.EncodingLowRank {
 			id, err := c.codecAt(next.layers.Start)
 			if err != nil {

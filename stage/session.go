@@ -330,6 +330,9 @@ func (s *Server) route(hc *headConn, f *wire.Frame) error {
 	if err != nil {
 		return fmt.Errorf("dialing downstream stage %s: %w", r.Addr, err)
 	}
+	if conn, err = authClient(s.cfg.Auth, conn, r.Addr); err != nil {
+		return fmt.Errorf("downstream stage %s: %w", r.Addr, err)
+	}
 	dp, err := newPeer(conn, "downstream stage "+r.Addr, s.cfg.Link, s.reg, s.cfg.Timeout)
 	if err != nil {
 		conn.Close()

@@ -221,6 +221,8 @@ func (fr *Framer) checkHeader(h *Header) (Encoding, error) {
 		return fr.checkTensor(h)
 	case KindPing:
 		return nil, checkPing(h)
+	case KindDescribe, KindProbe, KindMeasure, KindAssign:
+		return nil, checkPool(h)
 	}
 	return nil, fmt.Errorf("unknown kind %d: %w", uint8(h.Kind), ErrMalformed)
 }

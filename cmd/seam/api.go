@@ -25,7 +25,7 @@ type apiFlags struct {
 func newAPICmd() *cobra.Command {
 	var f apiFlags
 	cmd := &cobra.Command{
-		Use:   "api --model PATH [--stages A,B,... | --split N] [--listen ADDR]",
+		Use:   "api --model PATH [--stages A,B,... | --pool A,B,... | --split N] [--listen ADDR]",
 		Short: "Serve the model over an OpenAI-compatible HTTP API, with a status page",
 		Long: `Api runs the head of the model as a long-running HTTP server speaking
 OpenAI's API: GET /v1/models, POST /v1/chat/completions and POST
@@ -36,7 +36,11 @@ every stage answers, GET /metrics is Prometheus.
 Without --stages or --split the whole model runs in this process. With
 --stages the head connects to stage servers ('seam serve') at start-up, pings
 them, and re-dials them when the chain is lost; requests meanwhile get 503
-naming the stage. --split N starts N stages in this process on loopback.
+naming the stage. --pool plans a pool of members ('seam serve' without
+--layers): it measures them and their links, assigns each its layers, and
+then runs as with --stages (docs/cluster.md). --split N starts N stages in
+this process on loopback. Remote stages and pools need --key and --trust
+(or --insecure on both ends).
 
 Fields a request may not use (n > 1, tools, ...) are refused with 400 naming
 them; nothing that changes the answer is silently ignored. See docs/api.md.`,
@@ -64,6 +68,9 @@ them; nothing that changes the answer is silently ignored. See docs/api.md.`,
 func runAPI(cmd *cobra.Command, f *apiFlags) error {
 	if f.maxConcurrent < 1 || f.queue < 0 || f.maxBody < 1 {
 		return fmt.Errorf("--max-concurrent %d, --queue %d, --max-body %d: want >= 1, >= 0, >= 1", f.maxConcurrent, f.queue, f.maxBody)
+	}
+	if err := f.split.validate(cmd); err != nil {
+		return err
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

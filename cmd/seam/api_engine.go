@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -10,8 +9,6 @@ import (
 	"time"
 
 	"github.com/seamlm/seam/chat"
-	"github.com/seamlm/seam/codec"
-	"github.com/seamlm/seam/loader"
 	"github.com/seamlm/seam/model"
 	"github.com/seamlm/seam/pipeline"
 	"github.com/seamlm/seam/scheduler"
@@ -28,8 +25,8 @@ type apiEngine struct {
 }
 
 // openEngine builds the engine for seam api: the whole model in this
-// process, n in-process stages (--split), or remote stages (--stages),
-// supervised so that a lost chain is re-dialled.
+// process, n in-process stages (--split), remote stages (--stages) or a
+// planned pool (--pool), supervised so that a lost chain is re-dialled.
 func openEngine(ctx context.Context, modelPath, tokPath string, f *splitFlags, poll time.Duration) (*apiEngine, error) {
 	if !f.active() {
 		m, mod, err := openFull(modelPath, tokPath)
@@ -43,34 +40,12 @@ func openEngine(ctx context.Context, modelPath, tokPath string, f *splitFlags, p
 		}
 		return &apiEngine{engine: e, config: m.Weights.Config, tok: m.Tokenizer, stop: func() { m.Close() }}, nil
 	}
-	if f.stages != "" && f.split > 0 {
-		return nil, fmt.Errorf("give --stages or --split, not both")
-	}
-	enc, err := encodingByName(f.wireName)
+	c, err := f.chain(ctx, modelPath, tokPath)
 	if err != nil {
 		return nil, err
 	}
-	lc, err := linkConfig(f.linkMbps, f.linkLatMs)
-	if err != nil {
-		return nil, err
-	}
-	var (
-		head  *loader.Head
-		addrs []string
-		stop  = func() {}
-	)
-	if f.split > 0 {
-		if head, addrs, stop, err = startLocal(modelPath, tokPath, f.split, lc, f.timeout); err != nil {
-			return nil, err
-		}
-	} else {
-		if head, err = loader.OpenHead(modelPath, loader.Options{TokenizerPath: tokPath}); err != nil {
-			return nil, err
-		}
-		addrs = strings.Split(f.stages, ",")
-	}
-	sup, err := pipeline.Supervise(ctx, addrs, pipeline.Options{Identity: head.Identity, Config: head.Config, Encoding: enc,
-		Codecs: codec.Digests(head.Codecs), Timeout: f.timeout, Link: lc}, pipeline.SupervisorOptions{Poll: poll, Logger: slog.Default()})
+	head, stop := c.head, c.cleanup
+	sup, err := pipeline.Supervise(ctx, c.addrs, c.opts, pipeline.SupervisorOptions{Poll: poll, Logger: slog.Default()})
 	if err != nil {
 		stop()
 		return nil, err

@@ -42,6 +42,7 @@ handshakes, sessions, plans, imports and progress; -vv adds every frame.`,
 		newServeCmd(), newSynthCmd(), newTemplateCmd(), newVersionCmd(), newAPICmd())
 	root.AddCommand(codecCommands()...)
 	root.AddCommand(newTokenizeCmd())
+	root.AddCommand(clusterCommands()...)
 	root.AddCommand(newBenchCmd())
 	return root
 }
