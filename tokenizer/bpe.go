@@ -323,7 +323,7 @@ type merger struct {
 	syms []int32
 	next []int32
 	prev []int32
-	heap []mergeCand
+	heap minHeap[mergeCand]
 }
 
 var mergerPool = sync.Pool{New: func() any { return &merger{} }}
@@ -364,7 +364,7 @@ func (m *merger) run(rules map[uint64]mergeRule, ids []int) []int {
 		m.consider(rules, int32(i), int32(i+1))
 	}
 	for len(m.heap) > 0 {
-		c := m.pop()
+		c := m.heap.pop()
 		if m.syms[c.pos] != c.left || m.next[c.pos] < 0 || m.syms[m.next[c.pos]] != c.right {
 			continue // stale
 		}
@@ -395,43 +395,5 @@ func (m *merger) consider(rules map[uint64]mergeRule, l, r int32) {
 	if !ok {
 		return
 	}
-	m.push(mergeCand{rank: rule.rank, pos: l, left: a, right: b, result: rule.result})
-}
-
-func (m *merger) push(c mergeCand) {
-	h := append(m.heap, c)
-	i := len(h) - 1
-	for i > 0 {
-		parent := (i - 1) / 2
-		if !h[i].before(h[parent]) {
-			break
-		}
-		h[i], h[parent] = h[parent], h[i]
-		i = parent
-	}
-	m.heap = h
-}
-
-func (m *merger) pop() mergeCand {
-	h := m.heap
-	top := h[0]
-	last := len(h) - 1
-	h[0] = h[last]
-	h = h[:last]
-	for i := 0; ; {
-		l, r, best := 2*i+1, 2*i+2, i
-		if l < len(h) && h[l].before(h[best]) {
-			best = l
-		}
-		if r < len(h) && h[r].before(h[best]) {
-			best = r
-		}
-		if best == i {
-			break
-		}
-		h[i], h[best] = h[best], h[i]
-		i = best
-	}
-	m.heap = h
-	return top
+	m.heap.push(mergeCand{rank: rule.rank, pos: l, left: a, right: b, result: rule.result})
 }

@@ -150,7 +150,7 @@ type mergeState struct {
 	tok  []int // token per position; -1 once merged into its left neighbour
 	prev []int
 	next []int
-	heap []candidate
+	heap minHeap[candidate]
 	buf  []byte // scratch for concatenating pieces
 }
 
@@ -167,7 +167,7 @@ func (t *SentencePiece) merge(syms []int) []int {
 		s.consider(i, i+1)
 	}
 	for len(s.heap) > 0 {
-		c := s.pop()
+		c := s.heap.pop()
 		if s.tok[c.left] != c.leftTok || s.tok[c.right] != c.rightTok || s.next[c.left] != c.right {
 			continue // stale: one side merged with something else first
 		}
@@ -217,43 +217,5 @@ func (s *mergeState) consider(l, r int) {
 	if !ok {
 		return
 	}
-	s.push(candidate{score: t.scores[id], left: l, right: r, leftTok: a, rightTok: b, id: id})
-}
-
-func (s *mergeState) push(c candidate) {
-	h := append(s.heap, c)
-	i := len(h) - 1
-	for i > 0 {
-		parent := (i - 1) / 2
-		if !h[i].before(h[parent]) {
-			break
-		}
-		h[i], h[parent] = h[parent], h[i]
-		i = parent
-	}
-	s.heap = h
-}
-
-func (s *mergeState) pop() candidate {
-	h := s.heap
-	top := h[0]
-	last := len(h) - 1
-	h[0] = h[last]
-	h = h[:last]
-	for i := 0; ; {
-		l, r, best := 2*i+1, 2*i+2, i
-		if l < len(h) && h[l].before(h[best]) {
-			best = l
-		}
-		if r < len(h) && h[r].before(h[best]) {
-			best = r
-		}
-		if best == i {
-			break
-		}
-		h[i], h[best] = h[best], h[i]
-		i = best
-	}
-	s.heap = h
-	return top
+	s.heap.push(candidate{score: t.scores[id], left: l, right: r, leftTok: a, rightTok: b, id: id})
 }
