@@ -88,13 +88,13 @@ func ScoreTokens(ctx context.Context, s Session, ids []int, contextLen int, opt 
 
 // NLL is -log softmax(logits)[target], computed in float64.
 func NLL(logits []float32, target int) float64 {
-	return logSumExp(logits) - float64(logits[target])
+	return LogSumExp(logits) - float64(logits[target])
 }
 
 // KL is KL(softmax(p) || softmax(q)) in nats, computed in float64: how far
 // the distribution q (a split or compressed run) is from p (the whole model).
 func KL(p, q []float32) float64 {
-	lp, lq := logSumExp(p), logSumExp(q)
+	lp, lq := LogSumExp(p), LogSumExp(q)
 	var kl float64
 	for i := range p {
 		a, b := float64(p[i])-lp, float64(q[i])-lq
@@ -103,8 +103,8 @@ func KL(p, q []float32) float64 {
 	return kl
 }
 
-// logSumExp is log(sum(exp(x))), shifted by the maximum for stability.
-func logSumExp(x []float32) float64 {
+// LogSumExp is log(sum(exp(x))), shifted by the maximum for stability.
+func LogSumExp(x []float32) float64 {
 	maxv := math.Inf(-1)
 	for _, v := range x {
 		maxv = math.Max(maxv, float64(v))

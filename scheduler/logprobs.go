@@ -1,8 +1,9 @@
 package scheduler
 
 import (
-	"math"
 	"sort"
+
+	"github.com/seamlm/seam/generate"
 )
 
 // logprobs fills t.Logprob and t.Top from the logits the token was sampled
@@ -10,7 +11,7 @@ import (
 // softmax of the raw logits, in float64), whatever the temperature and top_p
 // used to sample: the same convention as OpenAI's.
 func (g *generation) logprobs(t *Token, prev int, logits []float32) {
-	lse := logSumExp(logits)
+	lse := generate.LogSumExp(logits)
 	t.Logprob = float64(logits[t.ID]) - lse
 	k := g.req.TopLogprobs
 	if k == 0 {
@@ -19,18 +20,6 @@ func (g *generation) logprobs(t *Token, prev int, logits []float32) {
 	for _, id := range topK(logits, k) {
 		t.Top = append(t.Top, Alternative{ID: id, Text: g.s.cfg.Tokenizer.Decode(prev, id), Logprob: float64(logits[id]) - lse})
 	}
-}
-
-func logSumExp(x []float32) float64 {
-	m := math.Inf(-1)
-	for _, v := range x {
-		m = math.Max(m, float64(v))
-	}
-	var s float64
-	for _, v := range x {
-		s += math.Exp(float64(v) - m)
-	}
-	return m + math.Log(s)
 }
 
 // topK returns the ids of the k largest logits, largest first (lower id
