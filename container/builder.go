@@ -201,7 +201,7 @@ func (b *Builder) BeginSegment(name string) error {
 		return b.fail(fmt.Errorf("begin segment %s: %w", name, err))
 	}
 	b.cur = &segmentWriter{seg: Segment{Name: name, File: SegmentFile(name), Layer: layer}, f: f, tmp: tmp, used: map[string]bool{}}
-	if _, err := f.Write(encodeHeader(name, b.importID)); err != nil {
+	if _, err := f.Write(encodeHeader(GenerationFor(&b.cfg), name, b.importID)); err != nil {
 		return b.fail(fmt.Errorf("write %s: %w", tmp, err))
 	}
 	b.cur.off = SegmentHeaderLen
@@ -419,7 +419,7 @@ func (b *Builder) Finish() error {
 	if b.cur != nil {
 		return b.fail(fmt.Errorf("finish: segment %s is still open", b.cur.seg.Name))
 	}
-	ix := &index{ImportID: fmt.Sprintf("%x", b.importID[:]), Alignment: b.opts.alignment, Config: b.cfg, Codecs: []codecEntry{}}
+	ix := &index{gen: GenerationFor(&b.cfg), ImportID: fmt.Sprintf("%x", b.importID[:]), Alignment: b.opts.alignment, Config: b.cfg, Codecs: []codecEntry{}}
 	var segs []Segment
 	for _, name := range segmentNames(b.cfg.NLayers) {
 		s, ok := b.segments[name]

@@ -60,15 +60,15 @@ func checkRange(t *testing.T, fx *fixture, dir string, a, b int) {
 		t.Fatalf("range [%d,%d): weights First %d Last %d, %d layers, config %+v", a, b, w.First, w.Last, len(w.Layers), w.Config)
 	}
 	for i := range w.Layers {
-		got := w.Layers[i].Tensors()
-		for k, role := range model.LayerRoles {
+		for _, role := range fx.cfg.LayerRoles() {
+			got := w.Layers[i].Tensor(role)
 			if i < a || i >= b {
-				if got[k].Data != nil {
+				if got.Data != nil {
 					t.Errorf("range [%d,%d): layer %d %s is filled, want empty", a, b, i, role)
 				}
 				continue
 			}
-			sameTensor(t, got[k], fx.tensor(fmt.Sprintf("layer-%03d", i), role))
+			sameTensor(t, got, fx.tensor(fmt.Sprintf("layer-%03d", i), role))
 		}
 	}
 	if a == 0 {
@@ -501,9 +501,9 @@ func TestFutureGeneration(t *testing.T) {
 		dir := copyDir(t, base)
 		path := filepath.Join(dir, "index.json")
 		data, _ := os.ReadFile(path)
-		data = bytes.Replace(data, []byte(`{"generation":1,`), []byte(`{"generation":2,`), 1)
+		data = bytes.Replace(data, []byte(`{"generation":1,`), []byte(`{"generation":3,`), 1)
 		if variant == "garbage body" {
-			data = append([]byte(`{"generation":2,`), "\x00not json at all"...)
+			data = append([]byte(`{"generation":3,`), "\x00not json at all"...)
 		}
 		os.WriteFile(path, data, 0o644)
 		// No segment, tokenizer or codec can be read: an attempt would fail
@@ -516,9 +516,9 @@ func TestFutureGeneration(t *testing.T) {
 		}
 		for name, err := range entryPoints(dir) {
 			var ge *GenerationError
-			if !errors.As(err, &ge) || ge.Found != 2 || !slices.Equal(ge.Supported, []int{1}) ||
-				!strings.Contains(err.Error(), "generation 2") || !strings.Contains(err.Error(), "[1]") {
-				t.Errorf("%s, %s: %v, want a generation 2 error", variant, name, err)
+			if !errors.As(err, &ge) || ge.Found != 3 || !slices.Equal(ge.Supported, []int{1, 2}) ||
+				!strings.Contains(err.Error(), "generation 3") || !strings.Contains(err.Error(), "[1 2]") {
+				t.Errorf("%s, %s: %v, want a generation 3 error", variant, name, err)
 			}
 		}
 	}
@@ -618,22 +618,44 @@ func TestTokenizerRoundTrip(t *testing.T) {
 func referenceIdentity(fx *fixture) [32]byte {
 	var b []byte
 	le := binary.LittleEndian
-	b = append(b, "seam model identity 1\n"...)
 	c := fx.cfg
+	ext := c.HeadSize != 0 || c.RopeNeox || c.RopeLinear != 0 || c.RopeFreqs || c.QKVBias || c.QKNorm
+	if ext {
+		b = append(b, "seam model identity 2\n"...)
+	} else {
+		b = append(b, "seam model identity 1\n"...)
+	}
 	for _, v := range []int{c.Dim, c.HiddenDim, c.NLayers, c.NHeads, c.NKVHeads, c.VocabSize, c.SeqLen} {
 		b = le.AppendUint64(b, uint64(v))
 	}
 	b = le.AppendUint32(b, math.Float32bits(c.RopeTheta))
 	b = le.AppendUint64(b, uint64(c.RopeDim))
 	b = le.AppendUint32(b, math.Float32bits(c.NormEps))
-	b = append(b, map[bool]byte{false: 0, true: 1}[c.TiedOutput])
+	flag := map[bool]byte{false: 0, true: 1}
+	b = append(b, flag[c.TiedOutput])
+	if ext {
+		b = le.AppendUint64(b, uint64(c.HeadSize))
+		b = append(b, flag[c.RopeNeox])
+		b = le.AppendUint32(b, math.Float32bits(c.RopeLinear))
+		b = append(b, flag[c.RopeFreqs], flag[c.QKVBias], flag[c.QKNorm])
+	}
 	type rec struct {
 		layer int
 		role  string
 	}
 	recs := []rec{{-1, "embedding"}}
 	for i := 0; i < c.NLayers; i++ {
-		for _, r := range []string{"attn_norm", "wq", "wk", "wv", "wo", "ffn_norm", "w1", "w2", "w3"} {
+		roles := []string{"attn_norm", "wq", "wk", "wv", "wo", "ffn_norm", "w1", "w2", "w3"}
+		if c.QKVBias {
+			roles = append(roles, "bq", "bk", "bv")
+		}
+		if c.QKNorm {
+			roles = append(roles, "q_norm", "k_norm")
+		}
+		if c.RopeFreqs {
+			roles = append(roles, "rope_freqs")
+		}
+		for _, r := range roles {
 			recs = append(recs, rec{i, r})
 		}
 	}
@@ -693,8 +715,8 @@ func TestIdentity(t *testing.T) {
 func TestConfigFieldsCovered(t *testing.T) {
 	// The identity preimage and the index encode model.Config field by field.
 	// A new field needs a new identity version and container generation.
-	if n := reflect.TypeOf(model.Config{}).NumField(); n != 11 {
-		t.Fatalf("model.Config has %d fields; container identity and generation cover 11: update both", n)
+	if n := reflect.TypeOf(model.Config{}).NumField(); n != 17 {
+		t.Fatalf("model.Config has %d fields; container identity and generation cover 17: update both", n)
 	}
 }
 
@@ -975,5 +997,87 @@ func TestVerifyProgress(t *testing.T) {
 	}
 	if last != rep.Bytes || total != rep.Bytes || calls != int64(rep.Regions) {
 		t.Fatalf("progress ended at %d of %d after %d calls; report: %d bytes, %d regions", last, total, calls, rep.Bytes, rep.Regions)
+	}
+}
+
+// A model using generation 2's config fields and layer roles round-trips;
+// its index is generation 2 (segment headers too) while a model without
+// them stays generation 1, readable by older builds; its identity follows
+// the version 2 preimage of docs/container.md.
+func TestExtendedConfig(t *testing.T) {
+	fx := newFixtureConfig(extendedConfig(), 31)
+	dir := newContainer(t, fx)
+	for _, r := range [][2]int{{0, 4}, {0, 1}, {1, 3}, {2, 4}, {3, 4}} {
+		checkRange(t, fx, dir, r[0], r[1])
+	}
+	c := mustOpen(t, dir)
+	if c.Generation() != 2 || c.Config() != fx.cfg {
+		t.Fatalf("generation %d, config %+v", c.Generation(), c.Config())
+	}
+	if want := referenceIdentity(fx); c.Identity() != want {
+		t.Errorf("identity %x, reference %x", c.Identity(), want)
+	}
+	rep, err := Verify(dir)
+	if err != nil || rep.Generation != 2 {
+		t.Fatalf("verify: %+v, %v", rep, err)
+	}
+	data, _ := os.ReadFile(filepath.Join(dir, IndexFile))
+	if !bytes.HasPrefix(data, []byte(`{"generation":2,`)) || !bytes.Contains(data, []byte(`"qk_norm": true`)) {
+		t.Errorf("index starts %q", data[:40])
+	}
+	seg, _ := os.ReadFile(filepath.Join(dir, "layer-002.seg"))
+	if g := binary.LittleEndian.Uint32(seg[8:]); g != 2 {
+		t.Errorf("segment header generation %d", g)
+	}
+	classic := newContainer(t, newFixture(false, 32))
+	data, _ = os.ReadFile(filepath.Join(classic, IndexFile))
+	if !bytes.HasPrefix(data, []byte(`{"generation":1,`)) || bytes.Contains(data, []byte(`head_dim`)) {
+		t.Errorf("classic index starts %q", data[:40])
+	}
+
+	// Generation 1 cannot describe the model: its index is refused, whatever
+	// its digest (the generation lies outside it).
+	old := copyDir(t, dir)
+	data, _ = os.ReadFile(filepath.Join(old, IndexFile))
+	os.WriteFile(filepath.Join(old, IndexFile), bytes.Replace(data, []byte(`{"generation":2,`), []byte(`{"generation":1,`), 1), 0o644)
+	if _, err := Open(old); err == nil || !strings.Contains(err.Error(), "fields of generation 2") {
+		t.Errorf("generation 1 index of an extended model: %v", err)
+	}
+	// A segment written for generation 1 in this generation 2 container.
+	other := copyDir(t, dir)
+	binary.LittleEndian.PutUint32(seg[8:], 1)
+	os.WriteFile(filepath.Join(other, "layer-002.seg"), seg, 0o644)
+	if _, err := OpenRange(other, 2, 3); err == nil || !strings.Contains(err.Error(), "segment of generation 1 in a generation 2 container") {
+		t.Errorf("generation 1 segment: %v", err)
+	}
+
+	// The builder refuses a generation 2 role in a generation 1 model, and
+	// requires every role of the extended one.
+	b, err := Create(filepath.Join(t.TempDir(), "c"), testConfig(false))
+	must(t, err)
+	must(t, b.BeginSegment(LayerSegment(0)))
+	if err := b.AddTensor("b", "bq", &tensor.Tensor{Type: tensor.F32, Rows: 1, Cols: 64, Data: make([]byte, 256)}); err == nil ||
+		!strings.Contains(err.Error(), `role "bq" does not belong in segment layer-000`) {
+		t.Errorf("bq in a classic model: %v", err)
+	}
+	b.Abort()
+	b, err = Create(filepath.Join(t.TempDir(), "c"), fx.cfg)
+	must(t, err)
+	must(t, b.BeginSegment(LayerSegment(0)))
+	for _, ft := range fx.segs[1].tensors {
+		if ft.role != "k_norm" {
+			must(t, b.AddTensor(ft.t.Name, ft.role, &ft.t))
+		}
+	}
+	if err := b.EndSegment(); err == nil || !strings.Contains(err.Error(), "no k_norm tensor") {
+		t.Errorf("layer without k_norm: %v", err)
+	}
+	b.Abort()
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }

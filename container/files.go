@@ -20,10 +20,10 @@ import (
 // job) refuse a file from another generation or another import cheaply.
 const segmentMagic = "SEAM-SEG"
 
-func encodeHeader(name string, importID [16]byte) []byte {
+func encodeHeader(gen int, name string, importID [16]byte) []byte {
 	h := make([]byte, SegmentHeaderLen)
 	copy(h, segmentMagic)
-	binary.LittleEndian.PutUint32(h[8:], Generation)
+	binary.LittleEndian.PutUint32(h[8:], uint32(gen))
 	binary.LittleEndian.PutUint32(h[12:], SegmentHeaderLen)
 	copy(h[16:32], importID[:])
 	copy(h[32:], name)
@@ -31,15 +31,15 @@ func encodeHeader(name string, importID [16]byte) []byte {
 }
 
 // checkHeader validates the header at the start of data, a segment file.
-func checkHeader(data []byte, file, name string, importID [16]byte) error {
+func checkHeader(data []byte, gen int, file, name string, importID [16]byte) error {
 	if len(data) < SegmentHeaderLen {
 		return fmt.Errorf("%s: %d bytes, shorter than the %d-byte segment header", file, len(data), SegmentHeaderLen)
 	}
 	if string(data[:8]) != segmentMagic {
 		return fmt.Errorf("%s: magic %q, want %q: not a Seam segment", file, data[:8], segmentMagic)
 	}
-	if g := binary.LittleEndian.Uint32(data[8:]); g != Generation {
-		return fmt.Errorf("%s: segment of generation %d in a generation %d container", file, g, Generation)
+	if g := binary.LittleEndian.Uint32(data[8:]); g != uint32(gen) {
+		return fmt.Errorf("%s: segment of generation %d in a generation %d container", file, g, gen)
 	}
 	if n := binary.LittleEndian.Uint32(data[12:]); n != SegmentHeaderLen {
 		return fmt.Errorf("%s: header length %d, want %d", file, n, SegmentHeaderLen)

@@ -65,11 +65,31 @@ func newFixture(tied bool, seed uint64) *fixture {
 func newFixtureLayers(tied bool, seed uint64, layers int) *fixture {
 	cfg := testConfig(tied)
 	cfg.NLayers = layers
+	return newFixtureConfig(cfg, seed)
+}
+
+// extendedConfig uses every field generation 2 adds: Qwen 3's head size
+// (32, so queries are 128 wide, not dim 64) and norms, Qwen 2's biases,
+// NeoX RoPE, Llama 3's factors and linear scaling.
+func extendedConfig() model.Config {
+	c := testConfig(false)
+	c.HeadSize, c.RopeNeox, c.RopeLinear, c.RopeFreqs, c.QKVBias, c.QKNorm = 32, true, 2, true, true, true
+	return c
+}
+
+func newFixtureConfig(cfg model.Config, seed uint64) *fixture {
+	tied := cfg.TiedOutput
 	rng := rand.New(rand.NewPCG(seed, 99))
 	fx := &fixture{cfg: cfg}
-	kv := cfg.KVDim()
-	shapes := map[string][2]int{"attn_norm": {1, 64}, "wq": {64, 64}, "wk": {kv, 64}, "wv": {kv, 64}, "wo": {64, 64},
-		"ffn_norm": {1, 64}, "w1": {160, 64}, "w2": {64, 160}, "w3": {160, 64}}
+	kv, q := 32, 64 // written out from the configs above: 2 kv heads of 16 (or 32), 4 query heads
+	roles := model.LayerRoles
+	if cfg.Extended() {
+		kv, q = 64, 128
+		roles = append(append([]string(nil), roles...), "bq", "bk", "bv", "q_norm", "k_norm", "rope_freqs")
+	}
+	shapes := map[string][2]int{"attn_norm": {1, 64}, "wq": {q, 64}, "wk": {kv, 64}, "wv": {kv, 64}, "wo": {64, q},
+		"ffn_norm": {1, 64}, "w1": {160, 64}, "w2": {64, 160}, "w3": {160, 64},
+		"bq": {1, q}, "bk": {1, kv}, "bv": {1, kv}, "q_norm": {1, 32}, "k_norm": {1, 32}, "rope_freqs": {1, 8}}
 	embType := tensor.F16
 	if tied {
 		embType = tensor.Q8G
@@ -79,14 +99,19 @@ func newFixtureLayers(tied bool, seed uint64, layers int) *fixture {
 	for i := 0; i < cfg.NLayers; i++ {
 		seg := fixtureSegment{name: fmt.Sprintf("layer-%03d", i)}
 		k := 0
-		for _, role := range model.LayerRoles {
+		for _, role := range roles {
 			dt := tensor.F32
-			if role != "attn_norm" && role != "ffn_norm" {
+			if shapes[role][0] > 1 {
 				dt = matrixTypes[(3*i+k)%len(matrixTypes)]
 				k++
 			}
 			sh := shapes[role]
-			seg.tensors = append(seg.tensors, fixtureTensor{role, randomTensor(rng, fmt.Sprintf("blk.%d.%s", i, role), dt, sh[0], sh[1], groupFor(role))})
+			t := randomTensor(rng, fmt.Sprintf("blk.%d.%s", i, role), dt, sh[0], sh[1], groupFor(role))
+			if role == "rope_freqs" {
+				// Opening a range validates them: positive, equal in every layer.
+				t.Data = tensor.BytesOfF32([]float32{1, 1, 1.5, 2, 4, 8, 8, 8})
+			}
+			seg.tensors = append(seg.tensors, fixtureTensor{role, t})
 		}
 		fx.segs = append(fx.segs, seg)
 	}

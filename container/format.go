@@ -40,11 +40,25 @@ import (
 	"github.com/seamlm/seam/model"
 )
 
-// Generation is the container format generation this package writes.
-const Generation = 1
+// Generation is the newest container format generation this package writes.
+// It writes the oldest generation that describes the model (see
+// GenerationFor), so that containers of models an older reader can run stay
+// readable by it.
+const Generation = 2
 
 // SupportedGenerations lists the generations this package reads.
-var SupportedGenerations = []int{Generation}
+var SupportedGenerations = []int{1, 2}
+
+// GenerationFor is the generation a container of a model with config cfg is
+// written in: 1 for the original Llama layout, 2 when the config uses a
+// field generation 1 lacks (head size, NeoX RoPE, RoPE scaling or factors,
+// Q/K/V biases, Q/K norms), with the layer roles those bring.
+func GenerationFor(cfg *model.Config) int {
+	if cfg.Extended() {
+		return 2
+	}
+	return 1
+}
 
 // File names inside a container directory.
 const (
@@ -121,8 +135,10 @@ const (
 	envelopeEnd    = "}\n"
 )
 
-// index is the decoded body of index.json (generation 1).
+// index is the decoded body of index.json (generations 1 and 2: 2 adds the
+// config fields after tied_output, which generation 1 must not hold).
 type index struct {
+	gen       int           // from the envelope, not the body
 	ImportID  string        `json:"import_id"`
 	Alignment int           `json:"alignment"`
 	Config    model.Config  `json:"config"`
@@ -226,7 +242,7 @@ func encodeIndex(ix *index) ([]byte, error) {
 	}
 	sum := blake3.Sum256(body)
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "%s%d%s%x%s", envelopeGen, Generation, envelopeDigest, sum[:], envelopeBody)
+	fmt.Fprintf(&b, "%s%d%s%x%s", envelopeGen, ix.gen, envelopeDigest, sum[:], envelopeBody)
 	b.Write(body)
 	b.WriteString(envelopeEnd)
 	return b.Bytes(), nil
@@ -250,14 +266,15 @@ func parseIndex(data []byte, path string) (*layout, error) {
 // refusing unknown fields: a field this generation does not define means the
 // file is not of this generation.
 func decodeIndex(data []byte, path string) (*index, error) {
-	if _, err := readGeneration(data, path); err != nil {
+	gen, err := readGeneration(data, path)
+	if err != nil {
 		return nil, err
 	}
 	body, err := splitEnvelope(data, path)
 	if err != nil {
 		return nil, err
 	}
-	var ix index
+	ix := index{gen: gen}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&ix); err != nil {

@@ -106,6 +106,10 @@ func FuzzParseTokenizer(f *testing.F) {
 		f.Add(data, 48)
 	}
 	f.Add([]byte(`{"piece_encoding":"utf8","pieces":["a"],"scores":[0],"types":null,"bos":0,"eos":0}`), 1)
+	if data, err := encodeTokenizerSpec(smallGGUFSpec()); err == nil {
+		f.Add(data, 258)
+	}
+	f.Add([]byte(`{"version":2,"kind":"hf","hf":{"tokenizer":{"model":{"type":"BPE","vocab":{"a":0},"merges":[]}},"config":null}}`), 1)
 	f.Add([]byte(`{"piece_encoding":"base64","pieces":["!!"],"scores":[0],"types":[9],"bos":5,"eos":0}`), 1)
 	f.Fuzz(func(t *testing.T, data []byte, vocab int) {
 		tok, err := parseTokenizer(data, vocab)
@@ -140,11 +144,11 @@ func FuzzParseTokenizer(f *testing.F) {
 
 func FuzzCheckHeader(f *testing.F) {
 	id := [16]byte{1, 2, 3}
-	f.Add(encodeHeader("layer-001", id), "layer-001")
+	f.Add(encodeHeader(1, "layer-001", id), "layer-001")
 	f.Add([]byte("SEAM-SEG"), "head")
 	f.Fuzz(func(t *testing.T, data []byte, name string) {
-		if checkHeader(data, "fuzz", name, id) == nil {
-			if !bytes.Equal(data[:SegmentHeaderLen], encodeHeader(name, id)) {
+		if checkHeader(data, 1, "fuzz", name, id) == nil {
+			if !bytes.Equal(data[:SegmentHeaderLen], encodeHeader(1, name, id)) {
 				t.Fatalf("accepted header %x for %q", data[:SegmentHeaderLen], name)
 			}
 		}

@@ -13,16 +13,24 @@ import (
 
 // identityDomain starts every identity preimage. It versions the identity
 // scheme, which is independent of the container generation: a new file layout
-// holding the same weights keeps the same identity.
-const identityDomain = "seam model identity 1\n"
+// holding the same weights keeps the same identity. Version 2 extends
+// version 1 with the config fields of the family's variants; a config that
+// uses none of them keeps its version 1 identity (model.Config.Extended).
+const (
+	identityDomain  = "seam model identity 1\n"
+	identityDomain2 = "seam model identity 2\n"
+)
 
 // computeIdentity hashes the config and every tensor's role, type, shape and
 // checksums in canonical order: embedding, layers 0..n-1 each in
-// model.LayerRoles order, final_norm, then output when untied. Offsets,
+// Config.LayerRoles order, final_norm, then output when untied. Offsets,
 // region names and alignment are left out: they are layout, not weights.
 // docs/container.md gives the preimage byte by byte.
 func computeIdentity(cfg *model.Config, segments []Segment) [32]byte {
 	b := []byte(identityDomain)
+	if cfg.Extended() {
+		b = []byte(identityDomain2)
+	}
 	b = appendConfig(b, cfg)
 	var tensors [][]byte
 	for _, s := range segments {
@@ -45,10 +53,21 @@ func appendConfig(b []byte, c *model.Config) []byte {
 	b = le.AppendUint32(b, math.Float32bits(c.RopeTheta))
 	b = le.AppendUint64(b, uint64(c.RopeDim))
 	b = le.AppendUint32(b, math.Float32bits(c.NormEps))
-	if c.TiedOutput {
-		return append(b, 1)
+	b = append(b, flag(c.TiedOutput))
+	if !c.Extended() {
+		return b
 	}
-	return append(b, 0)
+	b = le.AppendUint64(b, uint64(c.HeadSize))
+	b = append(b, flag(c.RopeNeox))
+	b = le.AppendUint32(b, math.Float32bits(c.RopeLinear))
+	return append(b, flag(c.RopeFreqs), flag(c.QKVBias), flag(c.QKNorm))
+}
+
+func flag(v bool) byte {
+	if v {
+		return 1
+	}
+	return 0
 }
 
 // tensorRecord encodes the tensor of role in segment s. The segment has been
@@ -103,7 +122,7 @@ func WeightsIdentity(w *model.Weights) ([32]byte, error) {
 	}
 	segs := []Segment{seg(EmbedSegment, -1, []string{RoleEmbedding}, []*tensor.Tensor{&w.Embedding})}
 	for i := range w.Layers {
-		segs = append(segs, seg(LayerSegment(i), i, model.LayerRoles, w.Layers[i].Tensors()))
+		segs = append(segs, seg(LayerSegment(i), i, c.LayerRoles(), w.Layers[i].TensorsOf(c)))
 	}
 	head := []*tensor.Tensor{&w.FinalNorm}
 	if !c.TiedOutput {

@@ -44,14 +44,15 @@ type CodecInfo struct {
 
 // layout is a validated index.
 type layout struct {
-	cfg       model.Config
-	importID  [16]byte
-	alignment int
-	identity  [32]byte
-	segments  []Segment // embed, layer-000 ... layer-(n-1), head
-	tokenizer *fileEntry
-	tokDigest [32]byte
-	codecs    []CodecInfo
+	generation int
+	cfg        model.Config
+	importID   [16]byte
+	alignment  int
+	identity   [32]byte
+	segments   []Segment // embed, layer-000 ... layer-(n-1), head
+	tokenizer  *fileEntry
+	tokDigest  [32]byte
+	codecs     []CodecInfo
 }
 
 // segmentNames lists the segment names of a model in index order.
@@ -75,7 +76,7 @@ func segmentRoles(name string, cfg *model.Config) []string {
 		}
 		return []string{RoleFinalNorm, RoleOutput}
 	}
-	return model.LayerRoles
+	return cfg.LayerRoles()
 }
 
 // segmentLayer returns the layer of segment name, -1 for embed and head, or
@@ -100,16 +101,11 @@ func roleShape(role string, cfg *model.Config) (rows, cols int, mustF32 bool, er
 	switch role {
 	case RoleEmbedding, RoleOutput:
 		return cfg.VocabSize, cfg.Dim, false, nil
-	case RoleFinalNorm, "attn_norm", "ffn_norm":
+	case RoleFinalNorm:
 		return 1, cfg.Dim, true, nil
-	case "wq", "wo":
-		return cfg.Dim, cfg.Dim, false, nil
-	case "wk", "wv":
-		return cfg.KVDim(), cfg.Dim, false, nil
-	case "w1", "w3":
-		return cfg.HiddenDim, cfg.Dim, false, nil
-	case "w2":
-		return cfg.Dim, cfg.HiddenDim, false, nil
+	}
+	if rows, cols, mustF32, ok := cfg.RoleShape(role); ok {
+		return rows, cols, mustF32, nil
 	}
 	return 0, 0, false, fmt.Errorf("unknown role %q", role)
 }
@@ -141,7 +137,7 @@ func scalesCount(rows, cols, group int) (int, error) {
 
 // checkIndex validates a decoded index body and builds its layout.
 func checkIndex(ix *index) (*layout, error) {
-	l := &layout{cfg: ix.Config, alignment: ix.Alignment}
+	l := &layout{generation: ix.gen, cfg: ix.Config, alignment: ix.Alignment}
 	id, err := hex.DecodeString(ix.ImportID)
 	if err != nil || len(id) != len(l.importID) {
 		return nil, fmt.Errorf("import_id %q is not %d hex bytes", ix.ImportID, len(l.importID))
@@ -152,6 +148,9 @@ func checkIndex(ix *index) (*layout, error) {
 	}
 	if err := l.cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
+	}
+	if need := GenerationFor(&l.cfg); l.generation < need {
+		return nil, fmt.Errorf("config uses fields of generation %d (head_dim, rope_*, qkv_bias, qk_norm) in a generation %d index", need, l.generation)
 	}
 	names := segmentNames(l.cfg.NLayers)
 	if len(ix.Segments) != len(names) {

@@ -47,7 +47,7 @@ func (c *Container) VerifyLayers(a, b int, progress func(done, total int64)) (*R
 	if err != nil {
 		return nil, err
 	}
-	rep := &RangeReport{Report: Report{Generation: Generation, Config: c.l.cfg, Identity: c.l.identity}, First: a, Last: b}
+	rep := &RangeReport{Report: Report{Generation: c.l.generation, Config: c.l.cfg, Identity: c.l.identity}, First: a, Last: b}
 	var total int64
 	needed := map[string]bool{}
 	for _, s := range need {

@@ -35,7 +35,7 @@ func Open(dir string) (*Container, error) {
 func (c *Container) Dir() string { return c.dir }
 
 // Generation is the index's generation.
-func (c *Container) Generation() int { return Generation }
+func (c *Container) Generation() int { return c.l.generation }
 
 // Config is the model's configuration.
 func (c *Container) Config() model.Config { return c.l.cfg }
@@ -166,9 +166,8 @@ func (r *Range) mapAll(c *Container, a, b int) error {
 		if err != nil {
 			return err
 		}
-		ts := w.Layers[i].Tensors()
-		for k, role := range model.LayerRoles {
-			*ts[k] = view(s, data, role)
+		for _, role := range c.l.cfg.LayerRoles() {
+			*w.Layers[i].Tensor(role) = view(s, data, role)
 		}
 	}
 	if b == n {
@@ -199,7 +198,7 @@ func (r *Range) mapSegment(c *Container, s Segment) ([]byte, error) {
 	if int64(len(data)) != s.Size {
 		return nil, fmt.Errorf("%s: %d bytes, the index declares %d (truncated or replaced?)", path, len(data), s.Size)
 	}
-	if err := checkHeader(data, path, s.Name, c.l.importID); err != nil {
+	if err := checkHeader(data, c.l.generation, path, s.Name, c.l.importID); err != nil {
 		return nil, err
 	}
 	return data, nil

@@ -55,7 +55,7 @@ func (c *Container) Verify() (*Report, error) { return c.VerifyProgress(nil) }
 // region with the region bytes hashed so far and in all: a large model takes
 // minutes to hash.
 func (c *Container) VerifyProgress(progress func(done, total int64)) (*Report, error) {
-	rep := &Report{Generation: Generation, Config: c.l.cfg, Identity: c.l.identity, Segments: len(c.l.segments)}
+	rep := &Report{Generation: c.l.generation, Config: c.l.cfg, Identity: c.l.identity, Segments: len(c.l.segments)}
 	buf := make([]byte, defaultBufferSize)
 	var total int64
 	for _, s := range c.l.segments {
@@ -115,7 +115,7 @@ func (c *Container) verifySegment(s Segment, buf []byte, tick func(hashedInSegme
 	if _, err := io.ReadFull(f, header); err != nil {
 		return 0, fmt.Errorf("%s: header: %w", path, err)
 	}
-	if err := checkHeader(header, path, s.Name, c.l.importID); err != nil {
+	if err := checkHeader(header, c.l.generation, path, s.Name, c.l.importID); err != nil {
 		return 0, err
 	}
 	pos, hashed := int64(SegmentHeaderLen), int64(0)

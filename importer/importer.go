@@ -102,8 +102,8 @@ func writeAll(ctx context.Context, b *container.Builder, m *loader.Model) error 
 	for i := range w.Layers {
 		l := &w.Layers[i]
 		var ts []named
-		for j, t := range l.Tensors() {
-			ts = append(ts, named{model.LayerRoles[j], t})
+		for j, t := range l.TensorsOf(&w.Config) {
+			ts = append(ts, named{w.Config.LayerRoles()[j], t})
 		}
 		if err := segment(ctx, b, container.LayerSegment(i), ts); err != nil {
 			return err
@@ -149,6 +149,11 @@ func segment(ctx context.Context, b *container.Builder, name string, ts []named)
 		if err := b.AddRegion(spec, r); err != nil {
 			return fmt.Errorf("segment %s, tensor %s: %w", name, n.t.Name, err)
 		}
+		if n.role == model.RoleRopeFreqs {
+			// Shared by every layer, and possibly computed in memory from
+			// metadata: releasing heap pages would zero them.
+			continue
+		}
 		mapped.Release(n.t.Data)
 		mapped.Release(n.t.Scales)
 	}
@@ -160,7 +165,7 @@ func totalBytes(w *model.Weights) int64 {
 	add := func(t *tensor.Tensor) { n += int64(len(t.Data) + len(t.Scales)) }
 	add(&w.Embedding)
 	for i := range w.Layers {
-		for _, t := range w.Layers[i].Tensors() {
+		for _, t := range w.Layers[i].TensorsOf(&w.Config) {
 			add(t)
 		}
 	}

@@ -15,8 +15,11 @@ type Model struct {
 	// rope holds cos/sin per (position, rotated pair), computed once in
 	// float64 and rounded, so every stage computes identical rotations.
 	ropeCos, ropeSin []float32
-	// Norm weights viewed as f32 once, not per token.
+	// Norm weights and biases viewed as f32 once, not per token; per layer,
+	// nil when the layer is not held or the config has no such tensor.
 	attnNorm, ffnNorm [][]float32
+	bq, bk, bv        [][]float32
+	qNorm, kNorm      [][]float32
 	finalNorm         []float32
 }
 
@@ -25,31 +28,31 @@ func New(w *Weights) (*Model, error) {
 	if err := w.Validate(); err != nil {
 		return nil, err
 	}
-	m := &Model{W: w, attnNorm: make([][]float32, w.Config.NLayers), ffnNorm: make([][]float32, w.Config.NLayers)}
+	n := w.Config.NLayers
+	m := &Model{W: w, attnNorm: make([][]float32, n), ffnNorm: make([][]float32, n),
+		bq: make([][]float32, n), bk: make([][]float32, n), bv: make([][]float32, n),
+		qNorm: make([][]float32, n), kNorm: make([][]float32, n)}
+	c := &w.Config
 	for l := w.First; l < w.Last; l++ {
-		m.attnNorm[l] = tensor.AsF32(w.Layers[l].AttnNorm.Data)
-		m.ffnNorm[l] = tensor.AsF32(w.Layers[l].FFNNorm.Data)
+		L := &w.Layers[l]
+		m.attnNorm[l] = tensor.AsF32(L.AttnNorm.Data)
+		m.ffnNorm[l] = tensor.AsF32(L.FFNNorm.Data)
+		if c.QKVBias {
+			m.bq[l], m.bk[l], m.bv[l] = tensor.AsF32(L.Bq.Data), tensor.AsF32(L.Bk.Data), tensor.AsF32(L.Bv.Data)
+		}
+		if c.QKNorm {
+			m.qNorm[l], m.kNorm[l] = tensor.AsF32(L.QNorm.Data), tensor.AsF32(L.KNorm.Data)
+		}
 	}
 	if w.HasHead() {
 		m.finalNorm = tensor.AsF32(w.FinalNorm.Data)
 	}
-	m.buildRope()
-	return m, nil
-}
-
-func (m *Model) buildRope() {
-	c := &m.W.Config
-	pairs := c.RopeDim / 2
-	m.ropeCos = make([]float32, c.SeqLen*pairs)
-	m.ropeSin = make([]float32, c.SeqLen*pairs)
-	for pos := 0; pos < c.SeqLen; pos++ {
-		for i := 0; i < pairs; i++ {
-			freq := 1.0 / math.Pow(float64(c.RopeTheta), float64(2*i)/float64(c.RopeDim))
-			angle := float64(pos) * freq
-			m.ropeCos[pos*pairs+i] = float32(math.Cos(angle))
-			m.ropeSin[pos*pairs+i] = float32(math.Sin(angle))
-		}
+	var factors []float32
+	if c.RopeFreqs {
+		factors = tensor.AsF32(w.Layers[w.First].RopeFreqs.Data)
 	}
+	m.ropeCos, m.ropeSin = RopeTable(c, factors)
+	return m, nil
 }
 
 // Config returns the model configuration.
@@ -61,7 +64,8 @@ type State struct {
 	First, Last int
 	next        int         // positions [0, next) are cached
 	keys, vals  [][]float32 // per held layer: SeqLen x KVDim
-	xb, xb2, q  []float32   // batch x Dim
+	xb, xb2     []float32   // batch x Dim
+	q, ao       []float32   // batch x QDim: queries, attention output
 	hb, hb2     []float32   // batch x HiddenDim
 	att         []float32   // attention scores: per worker, the positions of a batch
 }
@@ -90,7 +94,8 @@ func (s *State) ensureBatch(n int, c *Config) {
 	if len(s.xb) >= n*c.Dim {
 		return
 	}
-	s.xb, s.xb2, s.q = make([]float32, n*c.Dim), make([]float32, n*c.Dim), make([]float32, n*c.Dim)
+	s.xb, s.xb2 = make([]float32, n*c.Dim), make([]float32, n*c.Dim)
+	s.q, s.ao = make([]float32, n*c.QDim()), make([]float32, n*c.QDim())
 	s.hb, s.hb2 = make([]float32, n*c.HiddenDim), make([]float32, n*c.HiddenDim)
 }
 
@@ -140,10 +145,10 @@ func (m *Model) LayersBatch(s *State, x []float32, pos, n int) error {
 func (m *Model) layer(s *State, l int, x []float32, pos, n int) {
 	c := &m.W.Config
 	w := &m.W.Layers[l]
-	d, kvDim := c.Dim, c.KVDim()
+	d, qDim, kvDim := c.Dim, c.QDim(), c.KVDim()
 	keys := s.keys[l-s.First][pos*kvDim : (pos+n)*kvDim]
 	vals := s.vals[l-s.First][pos*kvDim : (pos+n)*kvDim]
-	xb, xb2, q := s.xb[:n*d], s.xb2[:n*d], s.q[:n*d]
+	xb, xb2, q, ao := s.xb[:n*d], s.xb2[:n*d], s.q[:n*qDim], s.ao[:n*qDim]
 	hb, hb2 := s.hb[:n*c.HiddenDim], s.hb2[:n*c.HiddenDim]
 
 	for t := range n {
@@ -151,12 +156,21 @@ func (m *Model) layer(s *State, l int, x []float32, pos, n int) {
 	}
 	// One parallel region for the three projections of the same input.
 	kernels.MatMuls([]kernels.Product{{Out: q, W: &w.Wq}, {Out: keys, W: &w.Wk}, {Out: vals, W: &w.Wv}}, xb, n)
+	if c.QKVBias {
+		addBias(q, m.bq[l])
+		addBias(keys, m.bk[l])
+		addBias(vals, m.bv[l])
+	}
+	if c.QKNorm {
+		m.normHeads(q, m.qNorm[l])
+		m.normHeads(keys, m.kNorm[l])
+	}
 	for t := range n {
-		m.rope(q[t*d:(t+1)*d], pos+t)
+		m.rope(q[t*qDim:(t+1)*qDim], pos+t)
 		m.rope(keys[t*kvDim:(t+1)*kvDim], pos+t)
 	}
-	m.attentionBatch(s, l, q, xb, pos, n)
-	kernels.MatMul(xb2, &w.Wo, xb, n)
+	m.attentionBatch(s, l, q, ao, pos, n)
+	kernels.MatMul(xb2, &w.Wo, ao, n)
 	kernels.Axpy(x, 1, xb2)
 
 	for t := range n {
@@ -168,34 +182,32 @@ func (m *Model) layer(s *State, l int, x []float32, pos, n int) {
 	kernels.Axpy(x, 1, xb2)
 }
 
-// rope rotates adjacent pairs (v[2i], v[2i+1]) of each head, the pairing that
-// llama2.c checkpoints and GGUF files both use.
-func (m *Model) rope(v []float32, pos int) {
-	c := &m.W.Config
-	hd, pairs := c.HeadDim(), c.RopeDim/2
-	cos := m.ropeCos[pos*pairs : (pos+1)*pairs]
-	sin := m.ropeSin[pos*pairs : (pos+1)*pairs]
+// addBias adds bias to every row of v (rows of len(bias) values, one per token).
+func addBias(v, bias []float32) {
+	for t := 0; t+len(bias) <= len(v); t += len(bias) {
+		kernels.Axpy(v[t:t+len(bias)], 1, bias)
+	}
+}
+
+// normHeads RMS-normalises every head of v (all tokens' heads side by side,
+// head_dim values each) in place, with one weight vector shared by all heads
+// (Qwen 3's q_norm and k_norm).
+func (m *Model) normHeads(v, weight []float32) {
+	hd := len(weight)
 	for h := 0; h+hd <= len(v); h += hd {
-		for i := 0; i < pairs; i++ {
-			// The conversions round each product, which forbids the compiler
-			// from fusing them into FMAs on some architectures: every stage
-			// must compute the same bits.
-			a, b := v[h+2*i], v[h+2*i+1]
-			v[h+2*i] = float32(a*cos[i]) - float32(b*sin[i])
-			v[h+2*i+1] = float32(a*sin[i]) + float32(b*cos[i])
-		}
+		kernels.RMSNorm(v[h:h+hd], v[h:h+hd], weight, m.W.Config.NormEps)
 	}
 }
 
 // attentionBatch computes attention for the n tokens at positions pos ..
-// pos+n-1 (queries q, n x Dim) into out, every (token, head) pair a separate
+// pos+n-1 (queries q, n x QDim) into out, every (token, head) pair a separate
 // item spread over the kernels' threads. Causal: token t attends to
 // positions up to pos+t, all cached by now. Each head's arithmetic is the
 // same whichever thread runs it, so the result does not depend on the
 // thread count.
 func (m *Model) attentionBatch(s *State, l int, q, out []float32, pos, n int) {
 	c := &m.W.Config
-	d, heads := c.Dim, c.NHeads
+	qDim, heads := c.QDim(), c.NHeads
 	span := pos + n // the most positions one item attends to
 	workers := kernels.Threads()
 	if len(s.att) < workers*span {
@@ -204,7 +216,7 @@ func (m *Model) attentionBatch(s *State, l int, q, out []float32, pos, n int) {
 	kernels.Parallel(n*heads, workers, func(worker, i int) {
 		t, h := i/heads, i%heads
 		att := s.att[worker*span : (worker+1)*span]
-		m.attendHead(s, l, h, q[t*d:(t+1)*d], out[t*d:(t+1)*d], pos+t, att)
+		m.attendHead(s, l, h, q[t*qDim:(t+1)*qDim], out[t*qDim:(t+1)*qDim], pos+t, att)
 	})
 }
 

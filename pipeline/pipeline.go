@@ -16,8 +16,10 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/seamlm/seam/auth"
 	"github.com/seamlm/seam/link"
 	"github.com/seamlm/seam/model"
 	"github.com/seamlm/seam/wire"
@@ -30,6 +32,9 @@ type Options struct {
 	// Encoding of activations between stages. For lowrank, each boundary
 	// uses its own codec, named by Codecs.
 	Encoding wire.EncodingID
+	// Encodings, when set, gives each boundary its own encoding (a plan's
+	// choice), in chain order; it must have one entry per boundary.
+	Encodings []wire.EncodingID
 	// Codecs are the learned codecs the head knows (from its container), by
 	// boundary; their digests go into the head's Hello, and lowrank routes
 	// name each boundary's codec by its short id.
@@ -37,6 +42,9 @@ type Options struct {
 	Registry *wire.Registry
 	Timeout  time.Duration // bound on each reply, and on dialing
 	Link     link.Config   // emulation on what the head sends
+	// Auth authenticates and encrypts the connections to the stages
+	// (package auth); nil leaves them plaintext.
+	Auth *auth.Config
 	// Logger receives connection, handshake and session events at Info and
 	// every frame at Debug (nil: slog.Default()).
 	Logger *slog.Logger
@@ -53,6 +61,7 @@ type Chain struct {
 	failed   error                 // the first failure: the chain is dead after it
 	nextReq  uint64
 	sessions map[uint64]bool
+	idBytes  atomic.Uint64 // bytes of token-id frames sent to the first stage
 }
 
 type stageConn struct {
@@ -64,6 +73,7 @@ type stageConn struct {
 	fr     *wire.Framer
 	first  *prefixReader // the stage's first bytes, to say what answered instead of a stage
 	wmu    sync.Mutex
+	gen    uint16 // the agreed protocol generation (pings need 2)
 }
 
 func (sc *stageConn) String() string {
@@ -74,6 +84,7 @@ func (sc *stageConn) String() string {
 type event struct {
 	logits [][]float32
 	ids    []int
+	stats  wire.StageStats // a Ping's answer
 	err    error
 }
 
@@ -122,7 +133,12 @@ func (c *Chain) connect(ctx context.Context, i int, addr string) (*stageConn, er
 	d := net.Dialer{Timeout: c.opts.Timeout}
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("stage %d (%s): %w", i+1, addr, err)
+		return nil, &DialError{Index: i, Addr: addr, Err: err}
+	}
+	if c.opts.Auth != nil {
+		if conn, _, err = c.opts.Auth.Client(ctx, conn, addr); err != nil {
+			return nil, fmt.Errorf("stage %d: %w", i+1, err)
+		}
 	}
 	w := net.Conn(conn)
 	if c.opts.Link.RateMbps > 0 || c.opts.Link.Latency > 0 {
@@ -137,7 +153,7 @@ func (c *Chain) connect(ctx context.Context, i int, addr string) (*stageConn, er
 	c.log.Info("connected", "session", 0, "stage", i+1, "addr", addr)
 	if err := c.handshake(sc); err != nil {
 		w.Close()
-		return nil, fmt.Errorf("stage %d (%s): %w", i+1, addr, err)
+		return nil, &DialError{Index: i, Addr: addr, Err: err}
 	}
 	c.log.Info("handshake accepted", "session", 0, "stage", i+1, "addr", addr, "name", sc.name, "layers", sc.layers)
 	return sc, nil
@@ -187,9 +203,13 @@ func (c *Chain) handshake(sc *stageConn) error {
 		return err
 	}
 	sc.fr.Pin(agreed)
+	sc.gen = agreed.Generation
 	// The head holds no layers, so the handshake skipped the boundary
 	// checks; it learns the range here and checks the tiling of all stages.
 	sc.layers, sc.name = ack.Layers, ack.Name
+	if ack.Layers.Start == ack.Layers.End {
+		return fmt.Errorf("%q is a pool member that holds no layers yet (seam serve without --layers): give the pool with --pool, which plans and assigns the layers, not --stages", ack.Name)
+	}
 	return nil
 }
 
@@ -223,9 +243,15 @@ func checkTiling(stages []*stageConn, n int) error {
 
 // route tells each stage but the last to connect to its successor.
 func (c *Chain) route(ctx context.Context) error {
+	if n := len(c.opts.Encodings); n > 0 && n != len(c.stages)-1 {
+		return fmt.Errorf("%d boundary encodings given for %d stages (want %d)", n, len(c.stages), len(c.stages)-1)
+	}
 	for i := 0; i+1 < len(c.stages); i++ {
 		next := c.stages[i+1]
 		r := wire.Route{Addr: next.addr, Peer: next.layers, Encoding: c.opts.Encoding}
+		if len(c.opts.Encodings) > 0 {
+			r.Encoding = c.opts.Encodings[i]
+		}
 		if r.Encoding == wire.EncodingLowRank {
 			id, err := c.codecAt(next.layers.Start)
 			if err != nil {
@@ -321,7 +347,9 @@ func (c *Chain) wait(ctx context.Context, req uint64, ch chan event) (event, err
 		c.fail(err)
 		return event{}, err
 	case <-ctx.Done():
-		c.fail(ctx.Err())
+		// Only this request is abandoned: its late reply finds no waiter
+		// and is dropped, and the chain goes on serving other sessions.
+		c.forget(req)
 		return event{}, ctx.Err()
 	}
 }
@@ -362,6 +390,8 @@ func (c *Chain) read(sc *stageConn) {
 			c.deliver(f.Request, c.logits(sc, f))
 		case wire.KindReset, wire.KindRoute:
 			c.deliver(f.Request, event{})
+		case wire.KindPing:
+			c.deliver(f.Request, pingAnswer(sc, f))
 		case wire.KindError:
 			re, err := f.RemoteError()
 			if err == nil {
@@ -418,6 +448,7 @@ func (c *Chain) NewSession(ctx context.Context) (*Session, error) {
 			return nil, err
 		}
 		if _, err := c.wait(ctx, req, ch); err != nil {
+			(&Session{chain: c, id: id}).Close() // free it on the stages that opened it
 			return nil, fmt.Errorf("opening a session: %w", err)
 		}
 	}
@@ -483,6 +514,7 @@ func (s *Session) request(ctx context.Context, tokens []int, pos int, flags wire
 	if err := c.send(c.stages[0], func(fr *wire.Framer) error { return fr.WriteTokenIDs(kind, flags, m, ids) }); err != nil {
 		return event{}, err
 	}
+	c.idBytes.Add(uint64(wire.HeaderSize + 4*len(ids)))
 	return c.wait(ctx, req, ch)
 }
 

@@ -3,13 +3,18 @@
 //
 // stdin: {"dir": "<folder with tokenizer.json>", "texts": [...],
 //         "add_special_tokens": false, "decode": [[ids], ...],
+//         "texts_special": [...] (encoded with add_special_tokens: true),
 //         "bench": {"text": "...", "rounds": N}}
-// stdout: {"ids": [[...]], "decoded": ["..."], "bench": {"bytes": B, "seconds": [...]}}
+// stdout: {"ids": [[...]], "ids_special": [[...]], "decoded": ["..."], "bench": {"bytes": B, "seconds": [...]}}
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { TokenizerLoader } from "@lenml/tokenizers";
 
-const req = JSON.parse(readFileSync(0, "utf8"));
+// Read standard input as a stream: readFileSync(0) fails with EAGAIN when
+// the pipe is non-blocking.
+const chunks = [];
+for await (const chunk of process.stdin) chunks.push(chunk);
+const req = JSON.parse(Buffer.concat(chunks).toString("utf8"));
 const tokenizerJSON = JSON.parse(readFileSync(join(req.dir, "tokenizer.json"), "utf8"));
 let tokenizerConfig = {};
 try {
@@ -22,6 +27,9 @@ const out = {};
 if (req.texts) {
   const add = req.add_special_tokens ?? false;
   out.ids = req.texts.map((t) => Array.from(tok.encode(t, { add_special_tokens: add })));
+}
+if (req.texts_special) {
+  out.ids_special = req.texts_special.map((t) => Array.from(tok.encode(t, { add_special_tokens: true })));
 }
 if (req.decode) {
   out.decoded = req.decode.map((ids) =>

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/seamlm/seam/auth"
 	"github.com/seamlm/seam/link"
 	"github.com/seamlm/seam/model"
 	"github.com/seamlm/seam/wire"
@@ -33,6 +34,9 @@ type Config struct {
 	// MaxSessions bounds the KV caches held at once (each is
 	// layers x context x kv width x 8 bytes).
 	MaxSessions int
+	// Auth authenticates and encrypts every connection, accepted and
+	// dialed (package auth); nil leaves them plaintext.
+	Auth *auth.Config
 	// AllowDownstream, when not empty, lists the only addresses (host:port,
 	// as the head names them) this stage will dial when a head routes it to
 	// its successor. Without it a stage dials whatever address a head names,
@@ -53,6 +57,7 @@ type Server struct {
 	listeners []net.Listener
 	closed    bool
 	wg        sync.WaitGroup // connection handlers: each may be computing
+	stats     counters       // reported to heads that ping (stats.go)
 }
 
 // New returns a stage for cfg.
@@ -228,6 +233,10 @@ func (s *Server) hello() wire.Hello {
 // upstream stage's, by what the peer's Hello says it holds.
 func (s *Server) handle(conn net.Conn) {
 	s.log.Info("connection accepted", "session", 0, "peer", conn.RemoteAddr().String())
+	conn, ok := s.authenticate(conn)
+	if !ok {
+		return
+	}
 	p, err := newPeer(conn, conn.RemoteAddr().String(), s.cfg.Link, s.reg, s.cfg.Timeout)
 	if err != nil {
 		s.log.Warn("connection setup failed", "session", 0, "peer", conn.RemoteAddr().String(), "err", err)

@@ -131,6 +131,8 @@ func (s *Server) serveHead(hc *headConn) {
 			s.closeSession(hc, f.Session)
 		case wire.KindPrefill, wire.KindDecode:
 			err = s.process(f)
+		case wire.KindPing:
+			err = s.pong(hc, f.Request)
 		default:
 			err = fmt.Errorf("a head may not send %v frames: %w", f.Kind, wire.ErrMalformed)
 		}
@@ -204,6 +206,7 @@ func (s *Server) process(f *wire.Frame) error {
 		return fmt.Errorf("positions [%d, %d) with [0, %d) cached do not fit the context of %d: %w",
 			f.Start, end, sess.state.Next(), cfg.SeqLen, errSession)
 	}
+	start := time.Now()
 	if err := s.input(sess, f, n); err != nil {
 		return err
 	}
@@ -212,8 +215,9 @@ func (s *Server) process(f *wire.Frame) error {
 	}
 	m := wire.Meta{Session: f.Session, Request: f.Request, Start: f.Start}
 	if s.cfg.Model.W.HasHead() {
-		return s.result(sess, f, m, n)
+		return s.result(sess, f, m, n, start)
 	}
+	s.stats.computed(n, start)
 	hc := sess.head
 	if hc.down == nil {
 		return fmt.Errorf("stage %q holds layers [%d, %d) of %d but the head gave it no downstream route: %w",
@@ -225,6 +229,7 @@ func (s *Server) process(f *wire.Frame) error {
 	}); err != nil {
 		return fmt.Errorf("sending to %s: %w", hc.down.name, err)
 	}
+	s.stats.downBytes.Add(frameBytes(hc.downEnc, n, cfg.Dim))
 	return nil
 }
 
@@ -255,7 +260,7 @@ func (s *Server) input(sess *session, f *wire.Frame, n int) error {
 
 // result computes logits (for every position, or only the last) and sends
 // them to the head that owns the session.
-func (s *Server) result(sess *session, f *wire.Frame, m wire.Meta, n int) error {
+func (s *Server) result(sess *session, f *wire.Frame, m wire.Meta, n int, start time.Time) error {
 	cfg := s.cfg.Model.Config()
 	first := n - 1
 	if f.Flags&wire.FlagAllLogits != 0 {
@@ -270,14 +275,17 @@ func (s *Server) result(sess *session, f *wire.Frame, m wire.Meta, n int) error 
 		}
 	}
 	m.Start = f.Start + uint32(first)
+	s.stats.computed(n, start) // the logits are computed; sending is not computing
 	if f.Flags&wire.FlagGreedy != 0 {
 		ids := sess.ids[:0]
 		for i := range count {
 			ids = append(ids, uint32(sample.Argmax(sess.logits[i*cfg.VocabSize:(i+1)*cfg.VocabSize])))
 		}
 		sess.ids = ids
+		s.stats.resultBytes.Add(frameBytes(nil, count, 0))
 		return sess.head.write(func(fr *wire.Framer) error { return fr.WriteTokenIDs(wire.KindResult, 0, m, ids) })
 	}
+	s.stats.resultBytes.Add(frameBytes(wire.F32, count, cfg.VocabSize))
 	return sess.head.write(func(fr *wire.Framer) error {
 		return fr.WriteActivations(wire.KindResult, 0, m, wire.F32, sess.logits[:count*cfg.VocabSize], count, cfg.VocabSize)
 	})
@@ -321,6 +329,9 @@ func (s *Server) route(hc *headConn, f *wire.Frame) error {
 	conn, err := net.DialTimeout("tcp", r.Addr, s.cfg.Timeout)
 	if err != nil {
 		return fmt.Errorf("dialing downstream stage %s: %w", r.Addr, err)
+	}
+	if conn, err = authClient(s.cfg.Auth, conn, r.Addr); err != nil {
+		return fmt.Errorf("downstream stage %s: %w", r.Addr, err)
 	}
 	dp, err := newPeer(conn, "downstream stage "+r.Addr, s.cfg.Link, s.reg, s.cfg.Timeout)
 	if err != nil {

@@ -93,7 +93,7 @@ func TestHandshakeRefusals(t *testing.T) {
 		edit  func(*wire.Hello)
 		wants []string
 	}{
-		{"generation", func(h *wire.Hello) { h.Generation, h.MinGeneration, h.MaxGeneration = 2, 2, 2 }, []string{"2..2", "1..1"}},
+		{"generation", func(h *wire.Hello) { h.Generation, h.MinGeneration, h.MaxGeneration = 4, 4, 4 }, []string{"4..4", "1..3"}},
 		{"model digest", func(h *wire.Hello) { h.Model = wire.Digest{9} }, []string{"model digest", wire.Digest{9}.String(), testID.String()}},
 		{"layer boundary", func(h *wire.Hello) {
 			h.Layers = wire.LayerRange{Start: 0, End: 1}

@@ -43,19 +43,38 @@ func Weights(cfg model.Config, seed uint64) (*model.Weights, error) {
 	rng := rand.New(rand.NewPCG(seed, 0x73796e7468))
 	w := &model.Weights{Config: cfg, First: 0, Last: cfg.NLayers, Layers: make([]model.Layer, cfg.NLayers)}
 	w.Embedding = randomMatrix(rng, "token_embedding", cfg.VocabSize, cfg.Dim, 1)
-	kv := cfg.KVDim()
+	kv, q := cfg.KVDim(), cfg.QDim()
+	var factors []float32
+	if cfg.RopeFreqs {
+		var err error
+		if factors, err = model.Llama3RopeFactors(cfg.RopeTheta, cfg.RopeDim, Llama3Scaling); err != nil {
+			return nil, err
+		}
+	}
 	for i := range w.Layers {
 		l := &w.Layers[i]
 		name := func(role string) string { return fmt.Sprintf("layer %d %s", i, role) }
 		l.AttnNorm = ones(name("attn_norm"), cfg.Dim)
-		l.Wq = randomMatrix(rng, name("wq"), cfg.Dim, cfg.Dim, 0)
+		l.Wq = randomMatrix(rng, name("wq"), q, cfg.Dim, 0)
 		l.Wk = randomMatrix(rng, name("wk"), kv, cfg.Dim, 0)
 		l.Wv = randomMatrix(rng, name("wv"), kv, cfg.Dim, 0)
-		l.Wo = randomMatrix(rng, name("wo"), cfg.Dim, cfg.Dim, 0)
+		l.Wo = randomMatrix(rng, name("wo"), cfg.Dim, q, 0)
 		l.FFNNorm = ones(name("ffn_norm"), cfg.Dim)
 		l.W1 = randomMatrix(rng, name("w1"), cfg.HiddenDim, cfg.Dim, 0)
 		l.W2 = randomMatrix(rng, name("w2"), cfg.Dim, cfg.HiddenDim, 0)
 		l.W3 = randomMatrix(rng, name("w3"), cfg.HiddenDim, cfg.Dim, 0)
+		if cfg.QKVBias {
+			l.Bq = randomMatrix(rng, name("bq"), 1, q, biasStd)
+			l.Bk = randomMatrix(rng, name("bk"), 1, kv, biasStd)
+			l.Bv = randomMatrix(rng, name("bv"), 1, kv, biasStd)
+		}
+		if cfg.QKNorm {
+			l.QNorm = nearOnes(rng, name("q_norm"), cfg.HeadDim())
+			l.KNorm = nearOnes(rng, name("k_norm"), cfg.HeadDim())
+		}
+		if cfg.RopeFreqs {
+			l.RopeFreqs = tensor.Tensor{Name: name("rope_freqs"), Type: tensor.F32, Rows: 1, Cols: len(factors), Data: tensor.BytesOfF32(factors)}
+		}
 	}
 	w.FinalNorm = ones("final_norm", cfg.Dim)
 	if cfg.TiedOutput {
@@ -77,6 +96,28 @@ func randomMatrix(rng *rand.Rand, name string, rows, cols int, std float64) tens
 		v[i] = float32(rng.NormFloat64() * std)
 	}
 	return tensor.Tensor{Name: name, Type: tensor.F32, Rows: rows, Cols: cols, Data: tensor.BytesOfF32(v)}
+}
+
+// Random biases and per-head norm weights: large enough that a forward pass
+// that skipped them would differ visibly, small enough to keep activations
+// in range.
+const (
+	biasStd     = 0.5
+	headNormStd = 0.2
+)
+
+// Llama3Scaling is the RoPE scaling of Llama 3.1 (factor 8, low and high
+// frequency factors 1 and 4, original context 8192): what synthetic models
+// with Config.RopeFreqs carry as their rope_freqs.
+var Llama3Scaling = model.Llama3Scaling{Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalContext: 8192}
+
+// nearOnes draws n values around 1 (standard deviation headNormStd).
+func nearOnes(rng *rand.Rand, name string, n int) tensor.Tensor {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(1 + rng.NormFloat64()*headNormStd)
+	}
+	return tensor.Tensor{Name: name, Type: tensor.F32, Rows: 1, Cols: n, Data: tensor.BytesOfF32(v)}
 }
 
 func ones(name string, n int) tensor.Tensor {

@@ -38,6 +38,7 @@ type BPE struct {
 	unk          int // -1: none
 	fuseUnk      bool
 	stripStart   bool // decoder drops one leading space of a text
+	wordSplit    bool // SentencePiece style: no token has ▁ after another character, so text splits into words there
 
 	specials *specialSet
 	bos, eos int
@@ -47,6 +48,44 @@ type BPE struct {
 
 	src          Spec   // what it was built from, for containers
 	chatTemplate string // tokenizer_config.json's chat_template
+
+	cache wordCache // byte-level words already merged
+}
+
+// wordCache remembers the ids of merged words. Text repeats words, and
+// merging is the costly step, so Hugging Face's tokenizers and llama.cpp's
+// callers cache the same way. It is bounded: once full it stops growing.
+type wordCache struct {
+	mu sync.RWMutex
+	m  map[string][]int32
+}
+
+const (
+	cacheWords   = 1 << 16 // entries
+	cacheWordLen = 64      // bytes; longer words are rare and not cached
+)
+
+func (c *wordCache) get(w string) ([]int32, bool) {
+	c.mu.RLock()
+	ids, ok := c.m[w]
+	c.mu.RUnlock()
+	return ids, ok
+}
+
+func (c *wordCache) put(w string, ids []int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = make(map[string][]int32, 1024)
+	}
+	if len(c.m) >= cacheWords {
+		return
+	}
+	v := make([]int32, len(ids))
+	for i, id := range ids {
+		v[i] = int32(id)
+	}
+	c.m[strings.Clone(w)] = v
 }
 
 type mergeRule struct {
@@ -140,22 +179,71 @@ func (t *BPE) encodeWord(m *merger, w string, ids []int) []int {
 	if len(w) == 1 {
 		return append(ids, int(t.byteSym[w[0]]))
 	}
-	if t.ignoreMerges {
-		if id, ok := t.index[w]; ok {
-			return append(ids, id)
+	cacheable := len(w) <= cacheWordLen
+	if cacheable {
+		if cached, ok := t.cache.get(w); ok {
+			for _, id := range cached {
+				ids = append(ids, int(id))
+			}
+			return ids
 		}
 	}
-	m.syms = m.syms[:0]
-	for i := 0; i < len(w); i++ {
-		m.syms = append(m.syms, t.byteSym[w[i]])
+	start := len(ids)
+	if id, ok := t.index[w]; ok && t.ignoreMerges {
+		ids = append(ids, id)
+	} else {
+		m.syms = m.syms[:0]
+		for i := 0; i < len(w); i++ {
+			m.syms = append(m.syms, t.byteSym[w[i]])
+		}
+		ids = m.run(t.merges, ids)
 	}
-	return m.run(t.merges, ids)
+	if cacheable {
+		t.cache.put(w, ids[start:])
+	}
+	return ids
 }
 
-// encodeChars tokenizes a SentencePiece-style section: one symbol per
+// encodeChars tokenizes a SentencePiece-style section. When no token of the
+// vocabulary holds ▁ after another character, no merge can cross such a
+// place, so the section is merged word by word (and words are cached);
+// otherwise as a whole.
+func (t *BPE) encodeChars(m *merger, s string, ids []int) []int {
+	if !t.wordSplit {
+		return t.encodeCharsWord(m, s, ids)
+	}
+	start := 0
+	for i := 1; i < len(s); i++ {
+		if strings.HasPrefix(s[i:], wordMark) && !strings.HasSuffix(s[:i], wordMark) {
+			ids = t.encodeCachedWord(m, s[start:i], ids)
+			start = i
+		}
+	}
+	return t.encodeCachedWord(m, s[start:], ids)
+}
+
+func (t *BPE) encodeCachedWord(m *merger, w string, ids []int) []int {
+	cacheable := len(w) <= cacheWordLen
+	if cacheable {
+		if cached, ok := t.cache.get(w); ok {
+			for _, id := range cached {
+				ids = append(ids, int(id))
+			}
+			return ids
+		}
+	}
+	start := len(ids)
+	ids = t.encodeCharsWord(m, w, ids)
+	if cacheable {
+		t.cache.put(w, ids[start:])
+	}
+	return ids
+}
+
+// encodeCharsWord merges one SentencePiece-style run: one symbol per
 // character, characters missing from the vocabulary as their byte tokens
 // (byte fallback) or the unknown token.
-func (t *BPE) encodeChars(m *merger, s string, ids []int) []int {
+func (t *BPE) encodeCharsWord(m *merger, s string, ids []int) []int {
 	m.syms = m.syms[:0]
 	for i := 0; i < len(s); {
 		n := validSeqLen(s[i:])
@@ -235,7 +323,7 @@ type merger struct {
 	syms []int32
 	next []int32
 	prev []int32
-	heap []mergeCand
+	heap minHeap[mergeCand]
 }
 
 var mergerPool = sync.Pool{New: func() any { return &merger{} }}
@@ -276,7 +364,7 @@ func (m *merger) run(rules map[uint64]mergeRule, ids []int) []int {
 		m.consider(rules, int32(i), int32(i+1))
 	}
 	for len(m.heap) > 0 {
-		c := m.pop()
+		c := m.heap.pop()
 		if m.syms[c.pos] != c.left || m.next[c.pos] < 0 || m.syms[m.next[c.pos]] != c.right {
 			continue // stale
 		}
@@ -307,43 +395,5 @@ func (m *merger) consider(rules map[uint64]mergeRule, l, r int32) {
 	if !ok {
 		return
 	}
-	m.push(mergeCand{rank: rule.rank, pos: l, left: a, right: b, result: rule.result})
-}
-
-func (m *merger) push(c mergeCand) {
-	h := append(m.heap, c)
-	i := len(h) - 1
-	for i > 0 {
-		parent := (i - 1) / 2
-		if !h[i].before(h[parent]) {
-			break
-		}
-		h[i], h[parent] = h[parent], h[i]
-		i = parent
-	}
-	m.heap = h
-}
-
-func (m *merger) pop() mergeCand {
-	h := m.heap
-	top := h[0]
-	last := len(h) - 1
-	h[0] = h[last]
-	h = h[:last]
-	for i := 0; ; {
-		l, r, best := 2*i+1, 2*i+2, i
-		if l < len(h) && h[l].before(h[best]) {
-			best = l
-		}
-		if r < len(h) && h[r].before(h[best]) {
-			best = r
-		}
-		if best == i {
-			break
-		}
-		h[i], h[best] = h[best], h[i]
-		i = best
-	}
-	m.heap = h
-	return top
+	m.heap.push(mergeCand{rank: rule.rank, pos: l, left: a, right: b, result: rule.result})
 }

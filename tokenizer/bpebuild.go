@@ -88,6 +88,17 @@ func buildBPE(c *bpeConfig) (*BPE, error) {
 	if err := t.indexMerges(c); err != nil {
 		return nil, err
 	}
+	if !c.byteLevel {
+		// Word splitting is exact when no merge can produce a token holding
+		// ▁ after another character, and ▁ itself is a token (so no unknown
+		// tokens fuse across the cut).
+		_, t.wordSplit = t.index[wordMark]
+		for key := range t.index {
+			if strings.Contains(strings.TrimLeft(key, wordMark), wordMark) {
+				t.wordSplit = false
+			}
+		}
+	}
 	t.specials = newSpecialSet(c.specials, c.leftmost)
 	t.eog = map[int]bool{}
 	for _, id := range []int{c.eos, c.eot, c.eom} {

@@ -207,6 +207,7 @@ var corpusBase = []string{
 	"<|eot_id|> after",
 	"before <|eot_id|>",
 	"<|end_of_text|>",
+	"<|eot_id|>",
 	"</s></s>",
 	"<s><s>",
 	"<0x41> is a byte spelling",

@@ -104,22 +104,19 @@ func TestMain(m *testing.M) {
 }
 
 type llamaRequest struct {
-	Model      string        `json:"model"`
-	Texts      []string      `json:"texts,omitempty"`
-	Special    bool          `json:"special"`
-	Detokenize [][]int       `json:"detokenize,omitempty"`
-	Bench      *benchRequest `json:"bench,omitempty"`
-}
-
-type benchRequest struct {
-	Text   string `json:"text"`
-	Rounds int    `json:"rounds"`
+	Model      string    `json:"model"`
+	Texts      []string  `json:"texts,omitempty"`
+	Special    bool      `json:"special"`
+	TextsPlain []string  `json:"texts_plain,omitempty"`
+	Detokenize [][]int   `json:"detokenize,omitempty"`
+	Bench      *benchReq `json:"bench,omitempty"`
 }
 
 type llamaResponse struct {
-	IDs   [][]int  `json:"ids"`
-	Text  []string `json:"text"`
-	Bench *struct {
+	IDs      [][]int  `json:"ids"`
+	IDsPlain [][]int  `json:"ids_plain"`
+	Text     []string `json:"text"`
+	Bench    *struct {
 		Bytes   int       `json:"bytes"`
 		Seconds []float64 `json:"seconds"`
 	} `json:"bench"`
@@ -155,7 +152,7 @@ func TestGGUFMatchesLlamaCpp(t *testing.T) {
 			for _, s := range texts {
 				seam = append(seam, tok.Encode(s, false, false))
 			}
-			req := llamaRequest{Model: path, Texts: texts, Special: true}
+			req := llamaRequest{Model: path, Texts: texts, Special: true, TextsPlain: texts}
 			if fam != testmodels.Llama3 {
 				req.Detokenize = seam
 			}
@@ -169,6 +166,16 @@ func TestGGUFMatchesLlamaCpp(t *testing.T) {
 					}
 				}
 			}
+			badPlain := 0
+			for i, s := range texts {
+				got := tok.EncodeWith(s, EncodeOptions{Literal: []Span{{0, len(s)}}})
+				if !slices.Equal(got, ref.IDsPlain[i]) {
+					badPlain++
+					if badPlain <= 10 {
+						t.Errorf("EncodeWith(%q, all literal):\n  seam      %v\n  llama.cpp %v (parse_special false)", s, got, ref.IDsPlain[i])
+					}
+				}
+			}
 			for i, want := range ref.Text {
 				ids := seam[i]
 				if fam == testmodels.Llama2 && len(ids) > 0 && tok.(*SentencePiece).Type(ids[0]) == TypeControl {
@@ -178,7 +185,7 @@ func TestGGUFMatchesLlamaCpp(t *testing.T) {
 					t.Errorf("DecodeAll(ids of %q) = %q, llama.cpp %q", texts[i], got, want)
 				}
 			}
-			t.Logf("%d strings, ids identical to llama.cpp: %d", len(texts), len(texts)-bad)
+			t.Logf("%d strings, ids identical to llama.cpp: %d with special tokens parsed, %d as literal text", len(texts), len(texts)-bad, len(texts)-badPlain)
 		})
 	}
 }

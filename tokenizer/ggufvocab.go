@@ -200,6 +200,9 @@ func ReadGGUFVocab(f *gguf.File) (*GGUFVocab, error) {
 			return nil, err
 		}
 	}
+	if v.Model == "gpt2" && v.AddSpacePrefix {
+		return nil, fail(KeyAddSpacePrefix, "true is not supported for a gpt2 vocabulary")
+	}
 	if v.AddBOS && v.BOS < 0 {
 		return nil, fail(KeyAddBOS, "true, but the file has no %s", KeyBOS)
 	}
@@ -277,7 +280,7 @@ func newSentencePieceGGUF(v *GGUFVocab, name string) (*SentencePiece, error) {
 	var specials []special
 	for id, ty := range t.types {
 		if ty == TypeControl || ty == TypeUserDefined || ty == TypeUnknown {
-			specials = append(specials, special{text: v.Tokens[id], id: id})
+			specials = append(specials, special{text: v.Tokens[id], id: id, plain: ty == TypeUserDefined})
 		}
 	}
 	t.specials = newSpecialSet(specials, false)
@@ -355,8 +358,9 @@ func newBPEGGUF(v *GGUFVocab, name string) (*BPE, error) {
 		src: Spec{Kind: SpecGGUF, GGUF: v},
 	}
 	for id, ty := range types {
-		if ty == TypeControl || ty == TypeUserDefined || ty == TypeUnknown || forcedControl(v.Tokens[id]) {
-			c.specials = append(c.specials, special{text: v.Tokens[id], id: id})
+		forced := forcedControl(v.Tokens[id])
+		if ty == TypeControl || ty == TypeUserDefined || ty == TypeUnknown || forced {
+			c.specials = append(c.specials, special{text: v.Tokens[id], id: id, plain: ty == TypeUserDefined && !forced})
 		}
 	}
 	t, err := buildBPE(c)
@@ -385,13 +389,8 @@ func (h *hfFile) ggufVocab() (*GGUFVocab, error) {
 		BOS: c.bos, EOS: c.eos, UNK: -1, EOT: -1, EOM: -1,
 		AddBOS: c.addBOS, AddEOS: h.addEOS, ChatTemplate: h.chatTemplate,
 	}
-	for id, s := range c.tokens {
-		ty := c.types[id]
-		if ty == TypeUnused && s == "" {
-			s = fmt.Sprintf("[PAD%d]", id)
-		}
-		v.Tokens[id], v.Types[id] = s, ty
-	}
+	copy(v.Tokens, c.tokens)
+	copy(v.Types, c.types)
 	if c.byteLevel {
 		v.Model, v.Pre = "gpt2", h.pre
 		if want := h.pre == preLlama3.name; c.ignoreMerges != want {

@@ -43,8 +43,7 @@ func LoadHF(path string) (*BPE, error) {
 // converter writes it: byte-level vocabularies as model "gpt2" with their
 // pre-tokenizer name and merges, SentencePiece-style ones as model "llama"
 // with scores (minus the merge rank that forms each piece). Added tokens
-// become control (special) or user-defined (other) tokens; ids the files
-// leave unused become "[PAD<id>]" tokens of type unused.
+// become control (special) or user-defined (other) tokens.
 func ReadHFVocab(dir string) (*GGUFVocab, error) {
 	tokPath, cfgPath, err := hfPaths(dir)
 	if err != nil {
@@ -196,6 +195,15 @@ func componentType(raw json.RawMessage, name, field string) (string, error) {
 func parseHF(tokJSON, cfgJSON []byte, name string) (*hfFile, error) {
 	var j hfJSON
 	if err := decodeStrict(tokJSON, &j, name, "tokenizer.json"); err != nil {
+		var seam struct {
+			Version       any     `json:"version"`
+			PieceEncoding *string `json:"piece_encoding"`
+		}
+		if json.Unmarshal(tokJSON, &seam) == nil {
+			if _, num := seam.Version.(float64); num || seam.PieceEncoding != nil {
+				return nil, fmt.Errorf("%s is a Seam container's tokenizer file, not a Hugging Face tokenizer.json: open the container folder instead", name)
+			}
+		}
 		return nil, err
 	}
 	h := &hfFile{name: name}
@@ -293,7 +301,7 @@ func parseMerges(raw json.RawMessage) ([][2]string, error) {
 // vocab lays out the ids: model.vocab, then the added tokens, which may also
 // be in model.vocab with the same id.
 func (h *hfFile) vocab(m *hfModel, added []hfAddedToken) error {
-	size := 0
+	size, entries := 0, len(m.Vocab)+len(added)
 	for tok, id := range m.Vocab {
 		if id < 0 || id >= maxVocab {
 			return fmt.Errorf("%s: model.vocab[%q] = %d, outside [0, %d)", h.name, tok, id, maxVocab)
@@ -305,6 +313,9 @@ func (h *hfFile) vocab(m *hfModel, added []hfAddedToken) error {
 			return fmt.Errorf("%s: added_tokens[%d] (%q): id %d outside [0, %d)", h.name, i, a.Content, a.ID, maxVocab)
 		}
 		size = max(size, a.ID+1)
+	}
+	if size > entries {
+		return fmt.Errorf("%s: model.vocab and added_tokens hold %d entries but ids reach %d: ids must be contiguous", h.name, entries, size-1)
 	}
 	c := &h.cfg
 	c.tokens = make([]string, size)
@@ -334,7 +345,7 @@ func (h *hfFile) vocab(m *hfModel, added []hfAddedToken) error {
 	}
 	for id := range set {
 		if !set[id] {
-			c.types[id] = TypeUnused // a hole: no text can produce it
+			return fmt.Errorf("%s: no token has id %d: ids must be contiguous", h.name, id)
 		}
 	}
 	if m.UnkToken != nil {
@@ -593,7 +604,7 @@ func (h *hfFile) addedTokens(added []hfAddedToken) error {
 		if a.Normalized && (h.cfg.prependMark || !norm.NFC.IsNormalString(a.Content)) {
 			return fmt.Errorf("%s: added_tokens[%d] (%q): normalized = true is not supported with this normalizer", h.name, i, a.Content)
 		}
-		h.cfg.specials = append(h.cfg.specials, special{text: a.Content, id: a.ID, lstrip: a.LStrip, rstrip: a.RStrip})
+		h.cfg.specials = append(h.cfg.specials, special{text: a.Content, id: a.ID, lstrip: a.LStrip, rstrip: a.RStrip, plain: !a.Special})
 	}
 	return nil
 }
@@ -763,6 +774,29 @@ func (h *hfFile) config(data []byte, post postRule) error {
 	}
 	if h.addEOS && c.eos < 0 {
 		return fmt.Errorf("%s: add_eos_token is true but there is no eos_token", cfgName)
+	}
+	// Tokens listed as additional special tokens are special even when
+	// added_tokens says otherwise (transformers registers them as special).
+	if raw, ok := cfg["additional_special_tokens"]; ok && !isNull(raw) {
+		var names []json.RawMessage
+		if err := json.Unmarshal(raw, &names); err != nil {
+			return fmt.Errorf("%s: additional_special_tokens: %v", cfgName, err)
+		}
+		for i, n := range names {
+			key := fmt.Sprintf("additional_special_tokens[%d]", i)
+			cfg[key] = n
+			id, err := tokenKey(key)
+			if err != nil {
+				return err
+			}
+			c.types[id] = TypeControl
+			h.special[id] = true
+			for k := range c.specials {
+				if c.specials[k].id == id {
+					c.specials[k].plain = false
+				}
+			}
+		}
 	}
 	if raw, ok := cfg["chat_template"]; ok && !isNull(raw) {
 		if err := json.Unmarshal(raw, &h.chatTemplate); err != nil {

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/seamlm/seam/internal/testmodels"
 	"golang.org/x/text/unicode/norm"
@@ -39,20 +40,26 @@ func loadHFFamily(t testing.TB, family string) *BPE {
 }
 
 type refRequest struct {
-	Dir              string   `json:"dir"`
-	Texts            []string `json:"texts,omitempty"`
-	AddSpecialTokens bool     `json:"add_special_tokens"`
-	Decode           [][]int  `json:"decode,omitempty"`
-	Bench            *struct {
-		Text   string `json:"text"`
-		Rounds int    `json:"rounds"`
-	} `json:"bench,omitempty"`
+	Dir              string    `json:"dir"`
+	Texts            []string  `json:"texts,omitempty"`
+	AddSpecialTokens bool      `json:"add_special_tokens"`
+	TextsSpecial     []string  `json:"texts_special,omitempty"`
+	Decode           [][]int   `json:"decode,omitempty"`
+	Bench            *benchReq `json:"bench,omitempty"`
 }
 
+type benchReq struct {
+	Text   string `json:"text"`
+	Rounds int    `json:"rounds"`
+}
+
+func tokDir(t testing.TB, family string) string { return testmodels.TokenizerDir(t, family) }
+
 type refResponse struct {
-	IDs     [][]int  `json:"ids"`
-	Decoded []string `json:"decoded"`
-	Bench   *struct {
+	IDs        [][]int  `json:"ids"`
+	IDsSpecial [][]int  `json:"ids_special"`
+	Decoded    []string `json:"decoded"`
+	Bench      *struct {
 		Bytes   int       `json:"bytes"`
 		Seconds []float64 `json:"seconds"`
 	} `json:"bench"`
@@ -82,7 +89,15 @@ func TestHFMatchesReference(t *testing.T) {
 		t.Run(fam, func(t *testing.T) {
 			tok := loadHFFamily(t, fam)
 			dir := testmodels.TokenizerDir(t, fam)
-			ref := runRef(t, refRequest{Dir: dir, Texts: texts})
+			special := texts[:20]
+			ref := runRef(t, refRequest{Dir: dir, Texts: texts, TextsSpecial: special})
+			// The file's BOS/EOS rules: Encode with AddBOS/AddEOS equals
+			// encode(text, add_special_tokens=True).
+			for i, s := range special {
+				if got := tok.Encode(s, tok.AddBOS(), tok.AddEOS()); !slices.Equal(got, ref.IDsSpecial[i]) {
+					t.Errorf("Encode(%q, AddBOS %v, AddEOS %v) = %v, reference with special tokens %v", s, tok.AddBOS(), tok.AddEOS(), got, ref.IDsSpecial[i])
+				}
+			}
 			var decodeIDs [][]int
 			bad := 0
 			for i, s := range texts {
@@ -98,10 +113,24 @@ func TestHFMatchesReference(t *testing.T) {
 			if bad > 0 {
 				t.Errorf("%d of %d strings differ", bad, len(texts))
 			}
+			// Prefixes of the ids of text with multi-byte characters cut
+			// characters in the middle: decoding them tests the
+			// replacement of ill-formed UTF-8.
+			cut := 0
+			for i, s := range texts {
+				ids := ref.IDs[i]
+				if len(ids) < 2 || utf8.RuneCountInString(s) == len(s) {
+					continue
+				}
+				for k := 1; k < len(ids) && cut < 400; k += 1 + k/4 {
+					decodeIDs = append(decodeIDs, ids[:k])
+					cut++
+				}
+			}
 			dec := runRef(t, refRequest{Dir: dir, Decode: decodeIDs})
 			for i, ids := range decodeIDs {
 				if got := ValidText(tok.DecodeAll(ids)); got != dec.Decoded[i] {
-					t.Errorf("DecodeAll(ids of %q) = %q, reference %q", texts[i], got, dec.Decoded[i])
+					t.Errorf("ValidText(DecodeAll(%v)) = %q, reference %q", ids, got, dec.Decoded[i])
 				}
 			}
 			for _, s := range texts {

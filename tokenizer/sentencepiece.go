@@ -57,6 +57,9 @@ type SentencePiece struct {
 	addEOS    bool
 	eog       map[int]bool
 	ggufVocab *GGUFVocab // the source, for containers; nil for llama2.c
+
+	wordSplit bool      // no matchable piece has a space after another character
+	cache     wordCache // merged words
 }
 
 // New validates v and builds a tokenizer from it.
@@ -100,6 +103,12 @@ func New(v Vocab) (*SentencePiece, error) {
 		return nil, err
 	}
 	t.indexText()
+	_, t.wordSplit = t.lookup[" "]
+	for p := range t.lookup {
+		if strings.Contains(strings.TrimLeft(p, " "), " ") {
+			t.wordSplit = false
+		}
+	}
 	t.addBOS = true // llama2.c's run.c always starts a prompt with BOS
 	t.eog = map[int]bool{t.bos: true, t.eos: true}
 	return t, nil

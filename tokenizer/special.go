@@ -13,6 +13,7 @@ type special struct {
 	text           string
 	id             int
 	lstrip, rstrip bool // swallow the whitespace before / after a match (Hugging Face)
+	plain          bool // an added text token (not control): recognised in literal spans too
 }
 
 // specialSet finds special tokens in text, in one of two ways:
@@ -24,14 +25,36 @@ type special struct {
 //     looked for in the remaining pieces, and so on.
 //
 // They differ only when specials overlap in the text.
+//
+// Inside literal spans only plain (added text) tokens are recognised, as
+// llama.cpp's tokenize(parse_special=false) and Hugging Face's
+// split_special_tokens=True still match user-defined tokens.
 type specialSet struct {
-	byFirst      map[byte][]special // candidates by first byte, longest first
-	longestFirst []special          // all, longest first (stable by id)
+	byFirst      [256][]special // candidates by first byte, longest first
+	firsts       string         // the distinct first bytes, to skip text quickly
+	longestFirst []special      // all, longest first (stable by id)
 	leftmost     bool
+	plain        *specialSet // the plain subset, for literal spans; nil when empty
 }
 
 func newSpecialSet(toks []special, leftmost bool) *specialSet {
-	s := &specialSet{byFirst: map[byte][]special{}, leftmost: leftmost}
+	s := newMatcher(toks, leftmost)
+	var plain []special
+	for _, t := range toks {
+		if t.plain {
+			plain = append(plain, t)
+		}
+	}
+	if len(plain) > 0 {
+		s.plain = newMatcher(plain, leftmost)
+	}
+	return s
+}
+
+const utf8RuneSelf = 0x80
+
+func newMatcher(toks []special, leftmost bool) *specialSet {
+	s := &specialSet{leftmost: leftmost}
 	for _, t := range toks {
 		if t.text == "" {
 			continue
@@ -39,8 +62,17 @@ func newSpecialSet(toks []special, leftmost bool) *specialSet {
 		s.longestFirst = append(s.longestFirst, t)
 	}
 	slices.SortStableFunc(s.longestFirst, func(a, b special) int { return cmp.Compare(len(b.text), len(a.text)) })
+	nonASCII := false
 	for _, t := range s.longestFirst {
-		s.byFirst[t.text[0]] = append(s.byFirst[t.text[0]], t)
+		c := t.text[0]
+		if s.byFirst[c] == nil {
+			s.firsts += string(rune(c))
+			nonASCII = nonASCII || c >= utf8RuneSelf
+		}
+		s.byFirst[c] = append(s.byFirst[c], t)
+	}
+	if nonASCII {
+		s.firsts = "" // IndexAny reads runes, not bytes: scan byte by byte instead
 	}
 	return s
 }
@@ -52,9 +84,10 @@ type fragment struct {
 	id         int
 }
 
-// split cuts text into raw fragments and special tokens. No special is
-// recognised unless it lies entirely outside the literal spans; adjacent raw
-// fragments are joined, so a literal span does not by itself cut the text.
+// split cuts text into raw fragments and special tokens. No control token
+// is recognised unless it lies entirely outside the literal spans; adjacent
+// raw fragments are joined, so a literal span does not by itself cut the
+// text.
 func (s *specialSet) split(text string, literal []Span) []fragment {
 	if s == nil || len(s.longestFirst) == 0 {
 		return []fragment{{0, len(text), -1}}
@@ -63,7 +96,11 @@ func (s *specialSet) split(text string, literal []Span) []fragment {
 	pos := 0
 	for _, sp := range clampSpans(literal, len(text)) {
 		out = s.splitRegion(text, pos, sp.Start, out)
-		out = appendRaw(out, sp.Start, sp.End)
+		if s.plain != nil {
+			out = s.plain.splitRegion(text, sp.Start, sp.End, out)
+		} else {
+			out = appendRaw(out, sp.Start, sp.End)
+		}
 		pos = sp.End
 	}
 	out = s.splitRegion(text, pos, len(text), out)
@@ -117,6 +154,18 @@ func (s *specialSet) splitRegion(text string, a, b int, out []fragment) []fragme
 func (s *specialSet) leftmostLongest(text string, a, b int, out []fragment) []fragment {
 	rawStart := a
 	for i := a; i < b; {
+		if s.byFirst[text[i]] == nil {
+			if s.firsts != "" {
+				k := strings.IndexAny(text[i:b], s.firsts)
+				if k < 0 {
+					break
+				}
+				i += k
+				continue
+			}
+			i++
+			continue
+		}
 		m, ok := s.matchAt(text[:b], i)
 		if !ok {
 			i++

@@ -60,11 +60,46 @@ func (t *SentencePiece) EncodeWith(text string, opt EncodeOptions) []int {
 		if prevSpecial && !t.noPrefix {
 			frag = " " + frag
 		}
-		ids = append(ids, t.merge(t.symbols(frag))...)
+		ids = t.encodeFragment(frag, ids)
 		prevSpecial = false
 	}
 	if opt.EOS {
 		ids = append(ids, t.eos)
+	}
+	return ids
+}
+
+// encodeFragment merges a text fragment. When no matchable piece holds a
+// space after another character, no merge can cross such a place, so the
+// fragment is merged word by word (words cached); otherwise as a whole.
+func (t *SentencePiece) encodeFragment(s string, ids []int) []int {
+	if !t.wordSplit {
+		return append(ids, t.merge(t.symbols(s))...)
+	}
+	start := 0
+	for i := 1; i < len(s); i++ {
+		if s[i] == ' ' && s[i-1] != ' ' {
+			ids = t.encodeWord(s[start:i], ids)
+			start = i
+		}
+	}
+	return t.encodeWord(s[start:], ids)
+}
+
+func (t *SentencePiece) encodeWord(w string, ids []int) []int {
+	cacheable := len(w) <= cacheWordLen
+	if cacheable {
+		if cached, ok := t.cache.get(w); ok {
+			for _, id := range cached {
+				ids = append(ids, int(id))
+			}
+			return ids
+		}
+	}
+	start := len(ids)
+	ids = append(ids, t.merge(t.symbols(w))...)
+	if cacheable {
+		t.cache.put(w, ids[start:])
 	}
 	return ids
 }
@@ -115,7 +150,7 @@ type mergeState struct {
 	tok  []int // token per position; -1 once merged into its left neighbour
 	prev []int
 	next []int
-	heap []candidate
+	heap minHeap[candidate]
 	buf  []byte // scratch for concatenating pieces
 }
 
@@ -132,7 +167,7 @@ func (t *SentencePiece) merge(syms []int) []int {
 		s.consider(i, i+1)
 	}
 	for len(s.heap) > 0 {
-		c := s.pop()
+		c := s.heap.pop()
 		if s.tok[c.left] != c.leftTok || s.tok[c.right] != c.rightTok || s.next[c.left] != c.right {
 			continue // stale: one side merged with something else first
 		}
@@ -182,43 +217,5 @@ func (s *mergeState) consider(l, r int) {
 	if !ok {
 		return
 	}
-	s.push(candidate{score: t.scores[id], left: l, right: r, leftTok: a, rightTok: b, id: id})
-}
-
-func (s *mergeState) push(c candidate) {
-	h := append(s.heap, c)
-	i := len(h) - 1
-	for i > 0 {
-		parent := (i - 1) / 2
-		if !h[i].before(h[parent]) {
-			break
-		}
-		h[i], h[parent] = h[parent], h[i]
-		i = parent
-	}
-	s.heap = h
-}
-
-func (s *mergeState) pop() candidate {
-	h := s.heap
-	top := h[0]
-	last := len(h) - 1
-	h[0] = h[last]
-	h = h[:last]
-	for i := 0; ; {
-		l, r, best := 2*i+1, 2*i+2, i
-		if l < len(h) && h[l].before(h[best]) {
-			best = l
-		}
-		if r < len(h) && h[r].before(h[best]) {
-			best = r
-		}
-		if best == i {
-			break
-		}
-		h[i], h[best] = h[best], h[i]
-		i = best
-	}
-	s.heap = h
-	return top
+	s.heap.push(candidate{score: t.scores[id], left: l, right: r, leftTok: a, rightTok: b, id: id})
 }

@@ -26,9 +26,11 @@ type Tokenizer interface {
 	// llama.cpp's tokenize(text, parse_special=true) do), except for
 	// llama2.c vocabularies, which never parse specials (as run.c).
 	Encode(text string, bos, eos bool) []int
-	// EncodeWith is Encode with options: inside opt.Literal spans no special
+	// EncodeWith is Encode with options: inside opt.Literal spans no control
 	// token is recognised, so user-supplied text cannot become control
-	// tokens.
+	// tokens (added text tokens such as Qwen's <think> still are, as in
+	// llama.cpp's parse_special=false and Hugging Face's
+	// split_special_tokens=True).
 	EncodeWith(text string, opt EncodeOptions) []int
 	// Decode returns the raw bytes of token id following token prev (maybe
 	// part of a UTF-8 character). Control tokens decode to "". prev matters
@@ -60,10 +62,11 @@ type Tokenizer interface {
 // EncodeOptions control EncodeWith.
 type EncodeOptions struct {
 	BOS, EOS bool
-	// Literal spans are byte ranges of the text, sorted and disjoint, in
-	// which no special token is recognised. Special tokens are found only
-	// entirely outside them; text on both sides of a span boundary is
-	// otherwise tokenized together, exactly as if the spans were absent.
+	// Literal spans are byte ranges of the text in which no control token is
+	// recognised (overlapping or unsorted spans are merged). Control tokens
+	// are found only entirely outside them; text on both sides of a span
+	// boundary is otherwise tokenized together, exactly as if the spans were
+	// absent.
 	Literal []Span
 }
 

@@ -232,9 +232,11 @@ func TestHeaderRejections(t *testing.T) {
 	}{
 		{"wrong magic", func(h []byte) { copy(h, "SEAN") }, nil, ErrMalformed, []string{`"SEAN"`, `"SEAM"`}},
 		{"generation 0", func(h []byte) { le.PutUint16(h[4:], 0) }, nil, ErrGeneration, []string{"generation 0"}},
-		{"generation 2", func(h []byte) { le.PutUint16(h[4:], 2) }, nil, ErrGeneration, []string{"generation 2", "1..1"}},
+		{"generation 4", func(h []byte) { le.PutUint16(h[4:], 4) }, nil, ErrGeneration, []string{"generation 4", "1..3"}},
 		{"kind 0", u8(offKind, 0), nil, ErrMalformed, []string{"unknown kind 0"}},
-		{"kind 10", u8(offKind, 10), nil, ErrMalformed, []string{"unknown kind 10"}},
+		{"kind 15", u8(offKind, 15), nil, ErrMalformed, []string{"unknown kind 15"}},
+		{"ping in generation 1", u8(offKind, 10), nil, ErrMalformed, []string{"pings exist from generation 2"}},
+		{"describe in generation 1", u8(offKind, 11), nil, ErrMalformed, []string{"pool frames exist from generation 3"}},
 		{"kind 255", u8(offKind, 255), nil, ErrMalformed, []string{"unknown kind 255"}},
 		{"unknown flag", u8(offFlags, 0x80), nil, ErrMalformed, []string{"flags 0x80"}},
 		{"all-logits flag on decode", u8(offFlags, byte(FlagAllLogits)), nil, ErrMalformed, []string{"flags"}},

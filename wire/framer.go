@@ -219,6 +219,10 @@ func (fr *Framer) checkHeader(h *Header) (Encoding, error) {
 		return nil, checkControl(h, false, 0, routeFixed+MaxAddrBytes)
 	case KindPrefill, KindDecode, KindResult:
 		return fr.checkTensor(h)
+	case KindPing:
+		return nil, checkPing(h)
+	case KindDescribe, KindProbe, KindMeasure, KindAssign:
+		return nil, checkPool(h)
 	}
 	return nil, fmt.Errorf("unknown kind %d: %w", uint8(h.Kind), ErrMalformed)
 }

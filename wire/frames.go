@@ -139,9 +139,12 @@ func (fr *Framer) startPayload() []byte {
 	return fr.wbuf
 }
 
-// stamp sets the generation frames are written with.
+// stamp sets the generation frames are written with: the agreed one, or
+// before the handshake the lowest this side speaks, so that a peer of any
+// generation can read the Hello (whose payload negotiates the generation)
+// and answer it.
 func (fr *Framer) stamp(h *Header) *Header {
-	h.Generation = MaxGeneration
+	h.Generation = MinGeneration
 	if fr.pinned {
 		h.Generation = fr.agreed.Generation
 	}

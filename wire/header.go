@@ -15,7 +15,7 @@ const Magic = "SEAM"
 // whenever any byte layout or rule in docs/wire.md changes meaning.
 const (
 	MinGeneration uint16 = 1
-	MaxGeneration uint16 = 1
+	MaxGeneration uint16 = 3
 )
 
 // HeaderSize is the fixed size of a frame header in bytes.
@@ -53,10 +53,15 @@ const (
 	KindClose    Kind = 7 // end a session
 	KindError    Kind = 8 // code and message; the request is aborted
 	KindRoute    Kind = 9 // head -> stage: connect to your downstream; empty: the stage's ack
-	numKinds          = 10
+	numKinds          = KindAssign + 1
 )
 
-var kindNames = [numKinds]string{"", "hello", "hello-ack", "prefill", "decode", "result", "reset", "close", "error", "route"}
+// KindPing (generation 2 on): head -> stage, "are you there?"; the stage
+// answers with a Ping carrying its StageStats (see ping.go).
+const KindPing Kind = 10
+
+var kindNames = [numKinds]string{"", "hello", "hello-ack", "prefill", "decode", "result", "reset", "close", "error", "route", "ping",
+	"describe", "probe", "measure", "assign"}
 
 func (k Kind) String() string {
 	if k > 0 && k < numKinds {

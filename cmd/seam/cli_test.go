@@ -163,7 +163,7 @@ func TestRunAgainstHTTPServer(t *testing.T) {
 		}
 	}()
 	dir := testmodels.Dir(t)
-	_, _, err = seamAll(t, "run", "--model", filepath.Join(dir, testmodels.Stories260KGGUF), "--stages", ln.Addr().String(), "hi")
+	_, _, err = seamAll(t, append([]string{"run", "--model", filepath.Join(dir, testmodels.Stories260KGGUF), "--stages", ln.Addr().String(), "hi"}, keyFlags(t)...)...)
 	if err == nil || !strings.Contains(err.Error(), "that address answers HTTP, not the Seam stage protocol") {
 		t.Fatalf("%v", err)
 	}
@@ -244,7 +244,7 @@ func TestImportForceAndPartialContainer(t *testing.T) {
 	a1, _ := startStage(t, ctr, 0, 2)
 	a2, _ := startStage(t, part, 2, 5)
 	want, _ := os.ReadFile(filepath.Join(dir, testmodels.GreedyOnceUpon))
-	text, err := seam(t, "run", "--model", ctr, "--stages", a1+","+a2, "-n", "256", "--temperature", "0", "Once upon a time")
+	text, err := seam(t, append([]string{"run", "--model", ctr, "--stages", a1 + "," + a2, "-n", "256", "--temperature", "0", "Once upon a time"}, keyFlags(t)...)...)
 	if err != nil || text != string(want) {
 		t.Fatalf("through a partial container's stage: %v\n%s", err, text)
 	}

@@ -76,7 +76,7 @@ func TestLowRankWire(t *testing.T) {
 	a1, _ := startStage(t, ctr, 0, 2)
 	a2, _ := startStage(t, ctr, 2, 3)
 	a3, _ := startStage(t, ctr, 3, 5)
-	text, err := seam(t, "run", "--model", ctr, "--stages", a1+","+a2+","+a3, "--wire", "lowrank", "-n", "60", "--temperature", "0", "Once upon a time")
+	text, err := seam(t, append([]string{"run", "--model", ctr, "--stages", a1 + "," + a2 + "," + a3, "--wire", "lowrank", "-n", "60", "--temperature", "0", "Once upon a time"}, keyFlags(t)...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,8 +39,10 @@ handshakes, sessions, plans, imports and progress; -vv adds every frame.`,
 	root.PersistentFlags().CountVarP(&verbose, "verbose", "v", "log what happens to stderr: -v for events (Info), -vv for every frame (Debug)")
 	root.PersistentFlags().StringVar(&logFormat, "log-format", "text", "log format: text (key=value) or json")
 	root.AddCommand(newRunCmd(), newScoreCmd(), newDemoCmd(), newPullCmd(), newImportCmd(), newVerifyCmd(), newInspectCmd(),
-		newServeCmd(), newSynthCmd(), newTemplateCmd(), newVersionCmd())
+		newServeCmd(), newSynthCmd(), newTemplateCmd(), newVersionCmd(), newAPICmd())
 	root.AddCommand(codecCommands()...)
+	root.AddCommand(newTokenizeCmd())
+	root.AddCommand(clusterCommands()...)
 	root.AddCommand(newBenchCmd())
 	return root
 }

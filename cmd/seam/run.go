@@ -54,6 +54,7 @@ prints the speeds so far.`,
 			if err := split.validate(cmd); err != nil {
 				return err
 			}
+			split.pool.greedy = sf.temperature == 0
 			if split.active() {
 				sess, head, stop, err := split.session(cmd.Context(), modelPath, tokPath)
 				if err != nil {

@@ -23,9 +23,11 @@ func newServeCmd() *cobra.Command {
 		allowDown                       []string
 		maxSessions                     int
 		linkMbps, linkLatMs             float64
+		memory                          string
+		af                              authFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "serve --model DIR --layers A:B --listen ADDR",
+		Use:   "serve --model DIR [--layers A:B] --listen ADDR",
 		Short: "Serve a range of a model's layers as a pipeline stage",
 		Long: `Serve runs layers [A, B) of the model as one pipeline stage. A head
 ('seam run --stages ...') connects, checks every stage's range, and routes each
@@ -35,18 +37,41 @@ stage to the next. The first stage (A = 0) embeds token ids; the last
 With a container only this range's segment files are mapped (plus the
 embedding for a first stage and the head for a last one).
 
-Seam has no authentication yet: a head that reaches a stage can use it, and
-routes it to the next stage by address. On networks you do not trust, bind
---listen to a private interface and restrict routes with --allow-downstream.`,
-		Example: `  seam serve --model model.seam --layers 0:3 --listen :7070
-  seam serve --model model.seam --layers 3:5 --listen :7071`,
+Without --layers the stage joins a pool: it measures its free memory
+(capped by --memory) and its compute speed on the model's own layers, and
+waits for a head ('seam run --pool', 'seam api --pool') to measure the
+links, plan the chain and assign it a range, which it then maps and
+serves. A pool member is assigned once; restart it to re-plan.
+
+Every connection is TLS 1.3 with mutual authentication: give --key (made with
+'seam keygen') and --trust (the fingerprints of the head and of the other
+stages). A peer whose key is not trusted is refused before any frame is read,
+and the refusal is logged with its fingerprint. --insecure turns this off for
+loopback experiments; the head must then use --insecure too.`,
+		Example: `  seam serve --model model.seam --layers 0:3 --listen :7070 --key stage1.key --trust cluster.trust
+  seam serve --model model.seam --listen :7070 --key stage2.key --trust cluster.trust --memory 6GiB`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a, b, err := parseRange(layers)
+			lc, err := linkConfig(linkMbps, linkLatMs)
 			if err != nil {
 				return err
 			}
-			lc, err := linkConfig(linkMbps, linkLatMs)
+			ac, err := af.config("stage")
+			if err != nil {
+				return err
+			}
+			if layers == "" {
+				if cmd.Flags().Changed("max-sessions") {
+					return fmt.Errorf("--max-sessions: a pool member holds as many sessions as the head's plan budgets for (seam run --pool --sessions N)")
+				}
+				ps := poolServe{modelPath: modelPath, listen: listen, name: name, memory: memory,
+					base: stage.Config{Timeout: timeout, AllowDownstream: allowDown, Auth: ac}}
+				return ps.run(cmd, lc)
+			}
+			if cmd.Flags().Changed("memory") {
+				return fmt.Errorf("--memory is a pool member's budget; a stage with --layers maps its range whatever it costs")
+			}
+			a, b, err := parseRange(layers)
 			if err != nil {
 				return err
 			}
@@ -70,7 +95,7 @@ routes it to the next stage by address. On networks you do not trust, bind
 				name = fmt.Sprintf("%s[%d:%d]", host, a, b)
 			}
 			cfg := stage.Config{Model: mod, Identity: id, Name: name, Link: lc, Timeout: timeout, MaxSessions: maxSessions,
-				AllowDownstream: allowDown, Logger: slog.Default()}
+				AllowDownstream: allowDown, Logger: slog.Default(), Auth: ac}
 			if err := stage.UseCodecs(&cfg, m.Codecs); err != nil {
 				return err
 			}
@@ -88,22 +113,23 @@ routes it to the next stage by address. On networks you do not trust, bind
 		},
 	}
 	cmd.Flags().StringVar(&modelPath, "model", "", "model: a container directory (or a GGUF file / llama2.c checkpoint) (required)")
-	cmd.Flags().StringVar(&layers, "layers", "", "layer range A:B to serve, 0 <= A < B <= n_layers (required)")
+	cmd.Flags().StringVar(&layers, "layers", "", "layer range A:B to serve, 0 <= A < B <= n_layers (default: join a pool and let a head assign one)")
+	cmd.Flags().StringVar(&memory, "memory", "", "pool member: memory to offer for weights and KV caches, e.g. 6GiB (default: what the system has available)")
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:7070", "address to listen on")
 	cmd.Flags().StringVar(&name, "name", "", "stage name in messages (default host[A:B])")
 	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "bound on each write and on the downstream handshake")
 	cmd.Flags().IntVar(&maxSessions, "max-sessions", 64, "most sessions (KV caches) held at once")
 	cmd.Flags().StringSliceVar(&allowDown, "allow-downstream", nil, "host:port addresses this stage may be routed to (default: any; set it on stages reachable by untrusted hosts)")
 	registerLinkFlags(cmd, &linkMbps, &linkLatMs)
+	af.register(cmd)
 	cmd.MarkFlagRequired("model")
-	cmd.MarkFlagRequired("layers")
 	return cmd
 }
 
 // serveUntilSignal serves until SIGINT or SIGTERM, then shuts the stage down
 // gracefully: connected heads are told why, in-flight frames finish or are
 // abandoned, and only then does it return (and the caller unmap).
-func serveUntilSignal(cmd *cobra.Command, srv *stage.Server, ln net.Listener, name string) error {
+func serveUntilSignal(cmd *cobra.Command, srv server, ln net.Listener, name string) error {
 	ctx := cmd.Context()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -123,6 +149,12 @@ func serveUntilSignal(cmd *cobra.Command, srv *stage.Server, ln net.Listener, na
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "seam serve: stage %q shut down (%s) in %v\n", name, reason, time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// server is a stage or a pool member.
+type server interface {
+	Serve(net.Listener) error
+	Shutdown(reason string) error
 }
 
 // parseRange reads "A:B".

@@ -23,7 +23,7 @@ func TestRunInterrupted(t *testing.T) {
 	ctr := importStories(t)
 	a1, _ := startStage(t, ctr, 0, 2, "--link-latency-ms", "5")
 	a2, _ := startStage(t, ctr, 2, 5, "--link-latency-ms", "5")
-	head := startProc(t, "run", "--model", ctr, "--stages", a1+","+a2, "-n", "512", "--temperature", "0", "Once upon a time")
+	head := startProc(t, append([]string{"run", "--model", ctr, "--stages", a1 + "," + a2, "-n", "512", "--temperature", "0", "Once upon a time"}, keyFlags(t)...)...)
 	head.until(func() bool { return head.stdout.Len() > 40 })
 	head.cmd.Process.Signal(syscall.SIGINT)
 	code := head.wait(t, "run", 10*time.Second)

@@ -20,6 +20,8 @@ type splitFlags struct {
 	timeout   time.Duration
 	linkMbps  float64
 	linkLatMs float64
+	pool      poolFlags
+	auth      authFlags
 }
 
 func (f *splitFlags) register(cmd *cobra.Command) {
@@ -28,6 +30,8 @@ func (f *splitFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.wireName, "wire", "f32", "activation encoding between stages: f32, f16, q8, q5, q4")
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 30*time.Second, "how long to wait for any stage's reply before failing the request")
 	registerLinkFlags(cmd, &f.linkMbps, &f.linkLatMs)
+	f.pool.register(cmd)
+	f.auth.register(cmd)
 }
 
 func registerLinkFlags(cmd *cobra.Command, mbps, latMs *float64) {
@@ -42,7 +46,7 @@ func linkConfig(mbps, latMs float64) (link.Config, error) {
 	return link.Config{RateMbps: mbps, Latency: time.Duration(latMs * float64(time.Millisecond))}, nil
 }
 
-func (f *splitFlags) active() bool { return f.stages != "" || f.split > 0 }
+func (f *splitFlags) active() bool { return f.stages != "" || f.split > 0 || f.pool.pool != "" }
 
 // validate refuses split flags that cannot be honoured: a stage count below
 // one, an empty stage address, or flags that only apply between stages
@@ -66,13 +70,13 @@ func (f *splitFlags) validate(cmd *cobra.Command) error {
 		}
 	}
 	if !f.active() {
-		for _, name := range []string{"wire", "timeout", "link-mbps", "link-latency-ms"} {
+		for _, name := range []string{"wire", "timeout", "link-mbps", "link-latency-ms", "key", "trust", "insecure"} {
 			if fl.Changed(name) {
-				return fmt.Errorf("--%s applies between pipeline stages: add --stages or --split, or leave it out", name)
+				return fmt.Errorf("--%s applies between pipeline stages: add --stages or --split (or --pool), or leave it out", name)
 			}
 		}
 	}
-	return nil
+	return f.pool.check(cmd)
 }
 
 // encodingByName resolves --wire: a built-in encoding, or lowrank (each

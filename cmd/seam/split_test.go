@@ -54,7 +54,7 @@ func seamProcess(t *testing.T, args ...string) (*exec.Cmd, io.Reader, *bytes.Buf
 // startStage runs `seam serve` on a free loopback port and returns its address.
 func startStage(t *testing.T, modelDir string, a, b int, extra ...string) (string, *exec.Cmd) {
 	t.Helper()
-	args := append([]string{"serve", "--model", modelDir, "--layers", fmt.Sprintf("%d:%d", a, b), "--listen", "127.0.0.1:0"}, extra...)
+	args := append([]string{"serve", "--model", modelDir, "--layers", fmt.Sprintf("%d:%d", a, b), "--listen", "127.0.0.1:0"}, append(keyFlags(t), extra...)...)
 	cmd, stdout, stderr := seamProcess(t, args...)
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	if err != nil {
@@ -104,7 +104,7 @@ func TestProcessSplitParity(t *testing.T) {
 				addr, _ := startStage(t, ctr, r[0], r[1])
 				addrs = append(addrs, addr)
 			}
-			c, err := pipeline.Dial(context.Background(), addrs, pipeline.Options{Identity: id, Config: m.Weights.Config, Encoding: wire.EncodingF32, Timeout: 10 * time.Second})
+			c, err := pipeline.Dial(context.Background(), addrs, pipeline.Options{Identity: id, Config: m.Weights.Config, Encoding: wire.EncodingF32, Timeout: 10 * time.Second, Auth: testAuth(t)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -118,7 +118,7 @@ func TestProcessSplitParity(t *testing.T) {
 				t.Fatal(err)
 			}
 			testmodels.SameBits(t, fmt.Sprintf("%d processes against the whole model", k), got, wantLogits)
-			text, err := seam(t, "run", "--model", ctr, "--stages", strings.Join(addrs, ","), "-n", "256", "--temperature", "0", "Once upon a time")
+			text, err := seam(t, append([]string{"run", "--model", ctr, "--stages", strings.Join(addrs, ","), "-n", "256", "--temperature", "0", "Once upon a time"}, keyFlags(t)...)...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -139,7 +139,7 @@ func TestKilledStageProcess(t *testing.T) {
 	// the kill lands mid-generation.
 	a1, _ := startStage(t, ctr, 0, 2, "--link-latency-ms", "10")
 	a2, victim := startStage(t, ctr, 2, 5, "--link-latency-ms", "10")
-	head, stdout, stderr := seamProcess(t, "run", "--model", ctr, "--stages", a1+","+a2, "-n", "256", "--temperature", "0", "--timeout", "5s", "Once upon a time")
+	head, stdout, stderr := seamProcess(t, append([]string{"run", "--model", ctr, "--stages", a1 + "," + a2, "-n", "256", "--temperature", "0", "--timeout", "5s", "Once upon a time"}, keyFlags(t)...)...)
 	var got []byte
 	buf := make([]byte, 64)
 	var killedAt time.Time

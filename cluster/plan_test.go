@@ -1,0 +1,331 @@
+package cluster
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seamlm/seam/model"
+	"github.com/seamlm/seam/synth"
+	"github.com/seamlm/seam/tensor"
+	"github.com/seamlm/seam/wire"
+)
+
+const mib = 1 << 20
+
+func stories(t *testing.T) Shape {
+	t.Helper()
+	s, err := ShapeFromConfig(synth.Stories110MConfig(), tensor.F32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func member(name string, free int64, decode time.Duration) Member {
+	return Member{Name: name, Free: free, Speed: Speed{DecodeLayer: decode, PrefillLayer: decode / 6, Head: 4 * decode},
+		Encodings: []wire.EncodingID{wire.EncodingF32, wire.EncodingF16, wire.EncodingQ8, wire.EncodingQ5, wire.EncodingQ4}}
+}
+
+var (
+	loopback = Link{RTT: 50 * time.Microsecond, Mbps: 20000}
+	gigabit  = Link{RTT: 200 * time.Microsecond, Mbps: 1000}
+	slow     = Link{RTT: 30 * time.Millisecond, Mbps: 20}
+)
+
+// The testbed's pool: a and b on a gigabit link, c behind 20 Mbit/s and
+// 30 ms; the head beside a.
+func pool(freeA, freeB, freeC int64) Request {
+	ls := Links{}
+	ls.Set(HeadName, "a", loopback)
+	ls.Set(HeadName, "b", gigabit)
+	ls.Set(HeadName, "c", slow)
+	ls.Set("a", "b", gigabit)
+	ls.Set("a", "c", slow)
+	ls.Set("b", "c", slow)
+	return Request{Members: []Member{member("a", freeA, 3*time.Millisecond), member("b", freeB, 3*time.Millisecond), member("c", freeC, 3*time.Millisecond)}, Links: ls}
+}
+
+func TestShapeFromConfigMatchesWeights(t *testing.T) {
+	cfg := synth.DemoConfig()
+	w, err := synth.Weights(cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ShapeOf(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := ShapeFromConfig(cfg, tensor.F32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The demo model is untied: its classifier is its own matrix plus the final norm.
+	if got.LayerBytes != want.LayerBytes || got.EmbedBytes != want.EmbedBytes || got.HeadBytes != want.HeadBytes {
+		t.Fatalf("measured %+v, computed %+v", got, want)
+	}
+	// dim 128, hidden 344, kv 64: 2*128*128 + 2*64*128 + 3*344*128 floats + 2 norms.
+	if wantLayer := int64(4 * (2*128*128 + 2*64*128 + 3*344*128 + 2*128)); got.LayerBytes != wantLayer {
+		t.Fatalf("layer bytes %d, want %d", got.LayerBytes, wantLayer)
+	}
+}
+
+// When two members hold the model, the planner leaves out the one behind
+// the slow link, which the even and exo splits both use; it predicts
+// faster decode and prefill than both.
+func TestPlanLeavesOutTheSlowMember(t *testing.T) {
+	r := pool(700*mib, 700*mib, 400*mib)
+	r.Shape = stories(t)
+	p, err := MakePlan(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range p.Stages {
+		if st.Member.Name == "c" {
+			t.Fatalf("plan uses c behind the slow link:\n%s", p)
+		}
+		if st.Bytes > st.Member.Free {
+			t.Fatalf("stage on %s needs %s, has %s", st.Member.Name, GiB(st.Bytes), GiB(st.Member.Free))
+		}
+	}
+	if len(p.Stages) != 2 {
+		t.Fatalf("want 2 stages:\n%s", p)
+	}
+	even, err := EvenPlan(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prop, err := ProportionalPlan(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, base := range []*Plan{even, prop} {
+		if p.Predicted.Decode <= base.Predicted.Decode || p.Predicted.Prefill <= base.Predicted.Prefill {
+			t.Fatalf("plan %v does not beat %v", p.Predicted, base.Predicted)
+		}
+	}
+	joined := strings.Join(p.Reasons, "\n")
+	if !strings.Contains(joined, "c unused: the best plan with it predicts") || !strings.Contains(joined, "exact: --max-kl 0 allows only f32") {
+		t.Fatalf("reasons do not explain the choices:\n%s", joined)
+	}
+	t.Logf("plan:\n%s\nreasons:\n%s\neven %v\nexo %v", p, joined, even.Predicted, prop.Predicted)
+}
+
+// When every member is needed, a boundary over the slow link gets a lossy
+// encoding within the KL budget (f16: q8 would save under 1% of the
+// request's time more) and the fast ones stay exact.
+func TestPlanChoosesEncodingPerBoundary(t *testing.T) {
+	r := pool(450*mib, 450*mib, 300*mib)
+	r.Shape = stories(t)
+	r.MaxKL = 0.01
+	r.KL = map[int]map[wire.EncodingID]float64{}
+	for b := 1; b < 12; b++ {
+		r.KL[b] = map[wire.EncodingID]float64{wire.EncodingF16: 0.0004, wire.EncodingQ8: 0.003, wire.EncodingQ5: 0.02, wire.EncodingQ4: 0.08}
+	}
+	p, err := MakePlan(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Stages) != 3 {
+		t.Fatalf("want all 3 members:\n%s", p)
+	}
+	var sawSlow bool
+	for i, b := range p.Boundaries {
+		crossesSlow := b.From == "c" || b.To == "c"
+		switch {
+		case crossesSlow && b.Encoding != wire.EncodingF16:
+			t.Fatalf("boundary %d over the slow link: %v, want f16", i+1, b.Encoding)
+		case !crossesSlow && b.Encoding != wire.EncodingF32:
+			t.Fatalf("boundary %d over a fast link: %v, want f32", i+1, b.Encoding)
+		}
+		sawSlow = sawSlow || crossesSlow
+	}
+	if !sawSlow {
+		t.Fatal("no boundary crosses the slow link")
+	}
+	joined := strings.Join(p.Reasons, "\n")
+	if !strings.Contains(joined, "→ f16 (KL 0.0004 ≤ 0.01)") || !strings.Contains(joined, "f32 would cap decode at") {
+		t.Fatalf("reasons:\n%s", joined)
+	}
+	t.Logf("plan:\n%s\n%s", p, joined)
+
+	// With no budget, everything is exact.
+	r.MaxKL = 0
+	p, err = MakePlan(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range p.Boundaries {
+		if b.Encoding != wire.EncodingF32 {
+			t.Fatalf("--max-kl 0 chose %v", b.Encoding)
+		}
+	}
+	// An encoding without a measurement is never used.
+	r.MaxKL = 1
+	r.KL = nil
+	p, err = MakePlan(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range p.Boundaries {
+		if b.Encoding != wire.EncodingF32 {
+			t.Fatalf("unmeasured encoding %v chosen", b.Encoding)
+		}
+	}
+}
+
+// A faster member gets more layers.
+func TestPlanFavoursFasterMembers(t *testing.T) {
+	r := pool(900*mib, 900*mib, 100*mib)
+	r.Shape = stories(t)
+	r.Members[1].Speed = Speed{DecodeLayer: 6 * time.Millisecond, PrefillLayer: time.Millisecond, Head: 20 * time.Millisecond}
+	p, err := MakePlan(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range p.Stages {
+		if st.Member.Name == "b" && st.Last-st.First != 1 {
+			t.Fatalf("slow member b got %d layers:\n%s", st.Last-st.First, p)
+		}
+	}
+}
+
+func TestPlanRefusesWithShortfall(t *testing.T) {
+	r := pool(200*mib, 200*mib, 100*mib)
+	r.Shape = stories(t)
+	_, err := MakePlan(r)
+	if err == nil || !strings.Contains(err.Error(), "short by") {
+		t.Fatalf("err %v, want a refusal naming the shortfall", err)
+	}
+	t.Log(err)
+	// Enough bytes in total, but not as whole layers with the embedding.
+	r = pool(200*mib, 200*mib, 400*mib)
+	r.Shape = stories(t)
+	r.Members = r.Members[2:]
+	r.Members[0].Free = 700 * mib
+	if _, err := MakePlan(r); err == nil || !strings.Contains(err.Error(), "short by") {
+		t.Fatalf("single small member: %v", err)
+	}
+}
+
+func TestPlanNeedsEveryLink(t *testing.T) {
+	r := pool(700*mib, 700*mib, 300*mib)
+	r.Shape = stories(t)
+	delete(r.Links, [2]string{"a", "b"})
+	delete(r.Links, [2]string{HeadName, "a"})
+	_, err := MakePlan(r)
+	if err != nil {
+		t.Fatal(err) // b and c alone, or with a via the measured links, still plan
+	}
+	r.Links = Links{}
+	if _, err := MakePlan(r); err == nil || !strings.Contains(err.Error(), "no measurement of the link") {
+		t.Fatalf("no links: %v", err)
+	}
+}
+
+// exo's rule: cumulative memory fractions, rounded.
+func TestProportionalSplit(t *testing.T) {
+	r := pool(2000*mib, 1000*mib, 1000*mib)
+	r.Shape = stories(t)
+	p, err := ProportionalPlan(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][2]int{{0, 6}, {6, 9}, {9, 12}}
+	if got := p.Ranges(); len(got) != 3 || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
+		t.Fatalf("ranges %v, want %v", got, want)
+	}
+	e, err := EvenPlan(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.Ranges(); got[0] != [2]int{0, 4} || got[2] != [2]int{8, 12} {
+		t.Fatalf("even ranges %v", got)
+	}
+	// An even split that overflows a member is reported with the shortfall.
+	r = pool(2000*mib, 2000*mib, 150*mib)
+	r.Shape = stories(t)
+	if _, err := EvenPlan(r); err == nil || !strings.Contains(err.Error(), "stage 3 on c") || !strings.Contains(err.Error(), "short by") {
+		t.Fatalf("even split over a small member: %v", err)
+	}
+}
+
+// The prediction, worked by hand for a two-stage chain of a tiny model.
+func TestPredictionArithmetic(t *testing.T) {
+	cfg := synth.DemoConfig() // dim 128, 6 layers, vocab 512
+	shape, err := ShapeFromConfig(cfg, tensor.F32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := Member{Name: "a", Free: 1 << 30, Speed: Speed{DecodeLayer: time.Millisecond, PrefillLayer: 100 * time.Microsecond, Head: 2 * time.Millisecond}, Encodings: []wire.EncodingID{wire.EncodingF32}}
+	b := a
+	b.Name = "b"
+	ls := Links{}
+	ls.Set(HeadName, "a", Link{RTT: 2 * time.Millisecond, Mbps: 8})
+	ls.Set("a", "b", Link{RTT: 10 * time.Millisecond, Mbps: 8})
+	ls.Set("b", HeadName, Link{RTT: 4 * time.Millisecond, Mbps: 8})
+	r := Request{Shape: shape, Links: ls, Members: []Member{a, b}, Prompt: 10, Generate: 10}
+	p, err := Evaluate(r, []Member{a, b}, [][2]int{{0, 2}, {2, 6}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// At 8 Mbit/s a byte takes 1 µs. Every message carries 82 bytes of framing.
+	const us = 1e-6
+	step := 6*1e-3 + 2e-3 + // six layers and the classifier
+		(1e-3 + (4+82)*us) + // ids in: half of 2 ms + 4 bytes
+		(5e-3 + (512+82)*us) + // one token of f32 activations: 128*4 bytes
+		(2e-3 + (4+82)*us) // the greedy id back
+	prompt := 6*10*100e-6 + 2e-3 +
+		(1e-3 + (40+82)*us) + (5e-3 + (5120+82)*us) + (2e-3 + (4+82)*us)
+	if got := p.Predicted.Step.Seconds(); math.Abs(got-step) > 1e-9 {
+		t.Fatalf("step %.9f s, want %.9f", got, step)
+	}
+	if got := p.Predicted.Prompt.Seconds(); math.Abs(got-prompt) > 1e-9 {
+		t.Fatalf("prompt %.9f s, want %.9f", got, prompt)
+	}
+	if math.Abs(p.Predicted.Decode-1/step) > 1e-6 || math.Abs(p.Predicted.Prefill-10/prompt) > 1e-6 {
+		t.Fatalf("prediction %v", p.Predicted)
+	}
+}
+
+func TestMemberValidation(t *testing.T) {
+	m := member("x", 0, 0)
+	m.Encodings = nil
+	err := m.Validate()
+	for _, want := range []string{"free memory 0", "decode time per layer 0s", "lack f32"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("err %v, want %q", err, want)
+		}
+	}
+	if _, err := MakePlan(Request{Shape: stories(t), Members: []Member{m}}); err == nil {
+		t.Fatal("planned with an invalid member")
+	}
+}
+
+// KL is measured teacher-forced: f16 loses less than q8, which loses less
+// than q4, at every boundary, and nothing is exactly zero.
+func TestMeasureKL(t *testing.T) {
+	w, err := synth.Weights(synth.DemoConfig(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.New(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kl, err := MeasureKL(m, KLOptions{Tokens: 64, BOS: 1, EOS: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(kl) != w.Config.NLayers-1 {
+		t.Fatalf("%d boundaries measured, want %d", len(kl), w.Config.NLayers-1)
+	}
+	for b, row := range kl {
+		f16, q8, q4 := row[wire.EncodingF16], row[wire.EncodingQ8], row[wire.EncodingQ4]
+		if !(0 < f16 && f16 < q8 && q8 < q4) {
+			t.Errorf("boundary %d: f16 %g, q8 %g, q4 %g: want 0 < f16 < q8 < q4", b, f16, q8, q4)
+		}
+	}
+	t.Logf("\n%s", kl)
+}

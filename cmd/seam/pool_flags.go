@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/seamlm/seam/cluster"
+	"github.com/seamlm/seam/pipeline"
+	"github.com/spf13/cobra"
+)
+
+// poolFlags are a head's flags for running on a pool of members.
+type poolFlags struct {
+	pool      string
+	maxKL     float64
+	sessions  int
+	measureKL int
+	greedy    bool // results come back as token ids, not logits (set by the caller)
+}
+
+func (f *poolFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.pool, "pool", "", "comma-separated addresses of pool members ('seam serve' without --layers): measure them, plan the chain and assign each its layers")
+	cmd.Flags().Float64Var(&f.maxKL, "max-kl", 0, "with --pool: per-boundary quality budget in nats; an encoding other than f32 is used only where its KL, measured at that boundary, is within it (0: exact f32 everywhere)")
+	cmd.Flags().IntVar(&f.sessions, "sessions", 4, "with --pool: sessions each stage must hold at once (the plan budgets their KV caches)")
+	cmd.Flags().IntVar(&f.measureKL, "measure-kl", 0, "with --pool and --max-kl: measure each encoding's KL at every boundary on this many sampled tokens first (loads the whole model here)")
+}
+
+// check refuses pool settings given without --pool, so none is silently ignored.
+func (f *poolFlags) check(cmd *cobra.Command) error {
+	if f.pool != "" {
+		if f.maxKL > 0 && f.measureKL <= 0 {
+			return fmt.Errorf("--max-kl %v needs KL measurements to check each encoding against: add --measure-kl N (N sampled tokens; loads the whole model here)", f.maxKL)
+		}
+		if f.measureKL > 0 && f.maxKL == 0 {
+			return fmt.Errorf("--measure-kl without --max-kl: with a budget of 0 every boundary is f32 and nothing needs measuring")
+		}
+		return nil
+	}
+	for _, name := range []string{"max-kl", "sessions", "measure-kl"} {
+		if cmd.Flags().Changed(name) {
+			return fmt.Errorf("--%s applies to a pool; give --pool too", name)
+		}
+	}
+	return nil
+}
+
+// assemble measures and plans the pool (or reuses its assignment) and
+// returns the chain's addresses and boundary encodings.
+func (f *poolFlags) assemble(ctx context.Context, modelPath, tokPath string, opts pipeline.Options) (*pipeline.Assembly, error) {
+	shape, err := modelShape(modelPath)
+	if err != nil {
+		return nil, err
+	}
+	req := cluster.Request{Shape: shape, Sessions: f.sessions, MaxKL: f.maxKL, Logits: !f.greedy}
+	if f.measureKL > 0 {
+		if req.KL, err = measureModelKL(modelPath, tokPath, f.measureKL); err != nil {
+			return nil, err
+		}
+		slog.Info("measured KL at every boundary", "tokens", f.measureKL, "table", req.KL.String())
+	}
+	asm, err := pipeline.Assemble(ctx, strings.Split(f.pool, ","), opts, pipeline.PoolOptions{Request: req, Logger: slog.Default()})
+	if err != nil {
+		return nil, err
+	}
+	if asm.Plan != nil {
+		p := asm.Plan.Predicted
+		slog.Info("pool planned", "chain", strings.Join(asm.Addrs, ","), "ranges", fmt.Sprint(asm.Plan.Ranges()),
+			"decode_tok_s", fmt.Sprintf("%.2f", p.Decode), "prefill_tok_s", fmt.Sprintf("%.1f", p.Prefill))
+	}
+	return asm, nil
+}

@@ -1,0 +1,82 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/seamlm/seam/wire"
+)
+
+// DialError is a failure to reach or handshake with one stage.
+type DialError struct {
+	Index int // 0-based, in layer order
+	Addr  string
+	Err   error
+}
+
+func (e *DialError) Error() string {
+	return fmt.Sprintf("stage %d (%s): %v", e.Index+1, e.Addr, e.Err)
+}
+func (e *DialError) Unwrap() error { return e.Err }
+
+// ErrNoPing: the stage speaks a protocol generation without Ping frames,
+// so the head can tell only that its connection is open.
+var ErrNoPing = errors.New("the stage's protocol generation has no ping")
+
+// forget drops the waiter of an abandoned request.
+func (c *Chain) forget(req uint64) {
+	c.mu.Lock()
+	delete(c.waiters, req)
+	c.mu.Unlock()
+}
+
+func pingAnswer(sc *stageConn, f *wire.Frame) event {
+	st, err := f.StageStats()
+	if err != nil {
+		return event{err: fmt.Errorf("%v: ping answer: %w", sc, err)}
+	}
+	return event{stats: st}
+}
+
+// Ping asks stage i (0-based) for its stats and measures the round trip. A
+// stage that does not answer within timeout is reported, but the chain is
+// not failed for it: requests have their own timeout.
+func (c *Chain) Ping(ctx context.Context, i int, timeout time.Duration) (wire.StageStats, time.Duration, error) {
+	sc := c.stages[i]
+	if sc.gen < wire.PingGeneration {
+		return wire.StageStats{}, 0, fmt.Errorf("%v: %w", sc, ErrNoPing)
+	}
+	req, ch := c.expect()
+	t0 := time.Now()
+	if err := c.send(sc, func(fr *wire.Framer) error { return fr.WritePing(req, nil) }); err != nil {
+		c.forget(req)
+		return wire.StageStats{}, 0, err
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case ev := <-ch:
+		return ev.stats, time.Since(t0), ev.err
+	case <-t.C:
+		c.forget(req)
+		return wire.StageStats{}, 0, fmt.Errorf("%v did not answer a ping within %v", sc, timeout)
+	case <-ctx.Done():
+		c.forget(req)
+		return wire.StageStats{}, 0, ctx.Err()
+	}
+}
+
+// Err is the chain's failure, or nil while it is usable.
+func (c *Chain) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.failed
+}
+
+// stageInfo is what the head learned of stage i at the handshake.
+func (c *Chain) stageInfo(i int) (addr, name string, layers wire.LayerRange) {
+	sc := c.stages[i]
+	return sc.addr, sc.name, sc.layers
+}

@@ -1,0 +1,57 @@
+package stage
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/seamlm/seam/wire"
+)
+
+// counters are what a stage tells a head that pings it: cumulative work and
+// traffic, so that the head can show time and bytes per token.
+type counters struct {
+	computeNs   atomic.Uint64
+	positions   atomic.Uint64
+	downBytes   atomic.Uint64
+	resultBytes atomic.Uint64
+}
+
+// computed records n positions computed since start.
+func (c *counters) computed(n int, start time.Time) {
+	c.computeNs.Add(uint64(time.Since(start)))
+	c.positions.Add(uint64(n))
+}
+
+// frameBytes is the size on the wire of a frame of tokens x width values in
+// enc (token ids when enc is nil).
+func frameBytes(enc wire.Encoding, tokens, width int) uint64 {
+	if enc == nil {
+		return uint64(wire.HeaderSize + 4*tokens)
+	}
+	n, err := enc.PayloadSize(tokens, width)
+	if err != nil {
+		return 0
+	}
+	return uint64(wire.HeaderSize + n)
+}
+
+// Stats returns the stage's counters and what it holds now.
+func (s *Server) Stats() wire.StageStats {
+	s.mu.Lock()
+	n := len(s.sessions)
+	s.mu.Unlock()
+	w := s.cfg.Model.W
+	c := s.cfg.Model.Config()
+	perSession := uint64(w.Last-w.First) * uint64(c.SeqLen) * uint64(c.KVDim()) * 2 * 4
+	return wire.StageStats{
+		ComputeNanos: s.stats.computeNs.Load(), Positions: s.stats.positions.Load(),
+		DownBytes: s.stats.downBytes.Load(), ResultBytes: s.stats.resultBytes.Load(),
+		KVBytes: uint64(n) * perSession, Sessions: uint32(n), MaxSessions: uint32(s.cfg.MaxSessions),
+	}
+}
+
+// pong answers a head's Ping with the stage's stats.
+func (s *Server) pong(hc *headConn, req uint64) error {
+	st := s.Stats()
+	return hc.write(func(fr *wire.Framer) error { return fr.WritePing(req, &st) })
+}
