@@ -205,32 +205,41 @@ func (up *unpacked) interleave(w *tensor.Tensor, r0, r1, unitVals int) {
 	cols, nb := w.Cols, w.Cols/32
 	nu, us := cols/unitVals, unitStride(unitVals)
 	groups := unitVals / 4
-	up.u, up.w, up.m = grow(up.u, cols), grow(up.w, cols/4), grow(up.m, nb)
+	up.u, up.w, up.m = grow(up.u, gemmIntRows*cols), grow(up.w, gemmIntRows*cols/4), grow(up.m, gemmIntRows*nb)
 	up.il = grow(up.il, nu*us)
+	for k := range gemmIntRows {
+		u, wf, m := up.u[k*cols:(k+1)*cols], up.w[k*cols/4:(k+1)*cols/4], up.m[k*nb:(k+1)*nb]
+		if r := r0 + k; r < r1 {
+			unpackRow(w, r, u, wf, m)
+		} else {
+			clear(u)
+			clear(wf)
+			clear(m)
+		}
+	}
 	if w.Type == tensor.Q4_K {
 		up.mil = grow(up.mil, nb*gemmIntRows)
+		for k := range gemmIntRows {
+			for b, v := range up.m[k*nb : (k+1)*nb] {
+				up.mil[b*gemmIntRows+k] = v
+			}
+		}
 	}
+	if interleaveSIMD(up.u, up.w, cols, unitVals, up.il) {
+		return
+	}
+	// As 32-bit words: word g of unit u of row k goes to word 16g+k of the
+	// unit's part of the block, the unit's factor to word 16*groups+k.
+	src := unsafe.Slice((*uint32)(unsafe.Pointer(&up.u[0])), gemmIntRows*cols/4)
+	dst := unsafe.Slice((*uint32)(unsafe.Pointer(&up.il[0])), nu*us/4)
 	for k := range gemmIntRows {
-		r := r0 + k
-		if r >= r1 {
-			clear(up.u)
-			clear(up.w)
-			clear(up.m)
-		} else {
-			unpackRow(w, r, up.u, up.w, up.m)
-		}
+		row := src[k*cols/4 : (k+1)*cols/4]
 		for u := range nu {
-			unit := up.il[u*us : (u+1)*us]
-			src := up.u[u*unitVals : (u+1)*unitVals]
-			for g := range groups {
-				copy(unit[g*64+k*4:g*64+k*4+4], src[4*g:4*g+4])
+			unit := dst[u*us/4 : (u+1)*us/4]
+			for g, v := range row[u*groups : (u+1)*groups] {
+				unit[16*g+k] = v
 			}
-			binary.LittleEndian.PutUint32(unit[groups*64+k*4:], math.Float32bits(up.w[u*unitVals/4]))
-		}
-		if w.Type == tensor.Q4_K {
-			for b := range nb {
-				up.mil[b*gemmIntRows+k] = up.m[b]
-			}
+			unit[16*groups+k] = math.Float32bits(up.w[k*cols/4+u*unitVals/4])
 		}
 	}
 }

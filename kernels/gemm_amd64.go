@@ -93,3 +93,18 @@ func unpackRowSIMD(w *tensor.Tensor, r int, u []byte, wf []float32) bool {
 	}
 	return true
 }
+
+//go:noescape
+func interleave16VNNI(u *byte, wf *float32, cols, nunits, groups int, dst *byte)
+
+// interleaveSIMD builds the integer tile's weight form from 16 unpacked
+// rows (see unpacked.interleave), reporting false without AVX-512.
+func interleaveSIMD(u []byte, wf []float32, cols, unitVals int, dst []byte) bool {
+	if simdLevel < simdAVX512 {
+		return false
+	}
+	nu := cols / unitVals
+	_, _, _ = u[gemmIntRows*cols-1], wf[gemmIntRows*cols/4-1], dst[nu*unitStride(unitVals)-1]
+	interleave16VNNI(&u[0], &wf[0], cols, nu, unitVals/4, &dst[0])
+	return true
+}

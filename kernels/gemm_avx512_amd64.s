@@ -299,3 +299,56 @@ minsfold:
 	VMOVUPS Z0, (DX)
 	VZEROUPPER
 	RET
+
+// func interleave16VNNI(u *byte, wf *float32, cols, nunits, groups int, dst *byte)
+// The integer tile's weight form from 16 unpacked rows (u: 16 rows of cols
+// bytes; wf: 16 rows of cols/4 factors, also cols bytes per row): for each
+// unit, each of its groups of 4 bytes for the 16 rows (one gather each),
+// then the 16 rows' factors of the unit.
+TEXT ·interleave16VNNI(SB), NOSPLIT, $0-48
+	MOVQ u+0(FP), SI
+	MOVQ wf+8(FP), R8
+	MOVQ cols+16(FP), AX
+	MOVQ nunits+24(FP), CX
+	MOVQ groups+32(FP), BX
+	MOVQ dst+40(FP), DI
+	// Z2 = row offsets k*cols, k = 0..15.
+	VPBROADCASTD AX, Z3
+	VMOVDQU32    rowIdx<>(SB), Z2
+	VPMULLD      Z3, Z2, Z2
+	MOVQ         BX, R10
+	SHLQ         $2, R10 // bytes of a unit's codes in a row (4 per group)
+
+ilunit:
+	MOVQ SI, R9
+	MOVQ BX, DX
+
+ilgroup:
+	KXNORW     K1, K1, K1
+	VPGATHERDD (R9)(Z2*1), K1, Z0
+	VMOVDQU32  Z0, (DI)
+	ADDQ       $4, R9
+	ADDQ       $64, DI
+	DECQ       DX
+	JNZ        ilgroup
+
+	KXNORW     K1, K1, K1
+	VGATHERDPS (R8)(Z2*1), K1, Z1
+	VMOVUPS    Z1, (DI)
+	ADDQ       $64, DI
+	ADDQ       R10, SI
+	ADDQ       R10, R8 // a unit has groups factors per row, 4 bytes each
+	DECQ       CX
+	JNZ        ilunit
+	VZEROUPPER
+	RET
+
+DATA rowIdx<>+0(SB)/8, $0x0000000100000000
+DATA rowIdx<>+8(SB)/8, $0x0000000300000002
+DATA rowIdx<>+16(SB)/8, $0x0000000500000004
+DATA rowIdx<>+24(SB)/8, $0x0000000700000006
+DATA rowIdx<>+32(SB)/8, $0x0000000900000008
+DATA rowIdx<>+40(SB)/8, $0x0000000b0000000a
+DATA rowIdx<>+48(SB)/8, $0x0000000d0000000c
+DATA rowIdx<>+56(SB)/8, $0x0000000f0000000e
+GLOBL rowIdx<>(SB), RODATA|NOPTR, $64

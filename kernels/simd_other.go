@@ -53,3 +53,5 @@ func dotRowsSIMD([]float32, []float32, []float32, int) bool  { return false }
 func axpyRowsSIMD([]float32, []float32, []float32, int) bool { return false }
 
 func unpackRowSIMD(*tensor.Tensor, int, []byte, []float32) bool { return false }
+
+func interleaveSIMD([]byte, []float32, int, int, []byte) bool { return false }
