@@ -120,3 +120,88 @@ exploop:
 expdone:
 	VZEROUPPER
 	RET
+
+// The same in 8 float64 lanes (AVX-512), constants broadcast from the 4-lane
+// tables.
+#define HORNER8(off) \
+	VMULPD      Z6, Z8, Z8; \
+	VADDPD.BCST expC<>+(off)(SB), Z8, Z8
+
+// func expAVX512(dst, src *float32, n int, negate bool)
+// n a multiple of 8.
+TEXT ·expAVX512(SB), NOSPLIT, $0-25
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVB negate+24(FP), AL
+	VXORPS Y15, Y15, Y15
+	TESTB  AL, AL
+	JZ     exp8noneg
+	VBROADCASTSS expF<>+48(SB), Y15
+
+exp8noneg:
+	VBROADCASTSD expC<>+448(SB), Z20 // log2e
+	VBROADCASTSD expC<>+480(SB), Z21 // ln2Hi
+	VBROADCASTSD expC<>+512(SB), Z22 // ln2Lo
+	VBROADCASTSD expC<>+544(SB), Z23 // 0.5
+	VBROADCASTSD expC<>+576(SB), Z24 // |.|
+	VBROADCASTSD expC<>+608(SB), Z25 // sign
+	VBROADCASTSD expC<>+384(SB), Z26 // 1
+	VBROADCASTSD expC<>+640(SB), Z27 // 2^52 + 1023
+	VBROADCASTSD expC<>+0(SB), Z28   // 1/13!
+	VBROADCASTSS expF<>+0(SB), Y29   // 89
+	VBROADCASTSS expF<>+16(SB), Y30  // -104
+	VBROADCASTSS expF<>+32(SB), Y31  // +Inf
+	SHRQ $3, CX
+	JZ   exp8done
+
+exp8loop:
+	VMOVUPS       (SI), Y0
+	VXORPS        Y15, Y0, Y0
+	VCVTPS2PD     Y0, Z1
+	VMULPD        Z20, Z1, Z2
+	VRNDSCALEPD   $3, Z2, Z3 // truncate
+	VSUBPD        Z3, Z2, Z4
+	VANDPD        Z24, Z4, Z4
+	VCMPPD        $0x1d, Z23, Z4, K1 // |frac| >= 0.5
+	VANDPD        Z25, Z2, Z5
+	VORPD         Z26, Z5, Z5 // +-1
+	VADDPD        Z5, Z3, K1, Z3 // k, rounded half away from zero
+	VMULPD        Z21, Z3, Z6
+	VSUBPD        Z6, Z1, Z6
+	VMULPD        Z22, Z3, Z7
+	VSUBPD        Z7, Z6, Z6 // r
+	VMOVAPD       Z28, Z8
+	HORNER8(32)
+	HORNER8(64)
+	HORNER8(96)
+	HORNER8(128)
+	HORNER8(160)
+	HORNER8(192)
+	HORNER8(224)
+	HORNER8(256)
+	HORNER8(288)
+	HORNER8(320)
+	HORNER8(352)
+	HORNER8(384)
+	HORNER8(416)
+	VADDPD        Z27, Z3, Z9
+	VPSLLQ        $52, Z9, Z9 // 2^k
+	VMULPD        Z9, Z8, Z8
+	VCVTPD2PS     Z8, Y8
+	VCMPPS        $0x1e, Y29, Y0, K2 // x > 89
+	VMOVAPS       Y31, K2, Y8
+	VCMPPS        $0x11, Y30, Y0, K3 // x < -104
+	VXORPS        Y9, Y9, Y9
+	VMOVAPS       Y9, K3, Y8
+	VCMPPS        $3, Y0, Y0, K4 // NaN
+	VMOVAPS       Y0, K4, Y8
+	VMOVUPS       Y8, (DI)
+	ADDQ          $32, SI
+	ADDQ          $32, DI
+	DECQ          CX
+	JNZ           exp8loop
+
+exp8done:
+	VZEROUPPER
+	RET

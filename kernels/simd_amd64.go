@@ -228,9 +228,22 @@ func simdRowKernel(t tensor.DType) simdRow {
 //go:noescape
 func expAVX2(dst, src *float32, n int, negate bool)
 
+//go:noescape
+func expAVX512(dst, src *float32, n int, negate bool)
+
 // expSIMD sets dst[i] = Exp(src[i]) (of -src[i] with negate) for the first
 // len(dst)&^3 values and returns how many (0 without SIMD).
 func expSIMD(dst, src []float32, negate bool) int {
+	if simdLevel >= simdAVX512 && len(dst) >= 8 {
+		n8 := len(dst) &^ 7
+		_ = src[n8-1]
+		expAVX512(&dst[0], &src[0], n8, negate)
+		return n8 + expSIMDAVX2(dst[n8:], src[n8:len(dst)], negate)
+	}
+	return expSIMDAVX2(dst, src, negate)
+}
+
+func expSIMDAVX2(dst, src []float32, negate bool) int {
 	n4 := len(dst) &^ 3
 	if n4 == 0 || simdLevel < simdAVX2 {
 		return 0
