@@ -253,63 +253,45 @@ func (j *job) gemmRows(p *product, r0, r1 int, scratch *[]float32) bool {
 	if p.intDot {
 		return j.gemmIntRows(p, r0, r1, scratch)
 	}
-	if j.tokens < gemmGroup {
+	w := p.w
+	if j.tokens < gemmGroup || !gemmF32OK() || w.Cols%32 != 0 {
 		return false
 	}
-	w := p.w
-	groups := j.tokens / gemmGroup
-	rows := w.Rows
-	var tile [gemmGroup]float32
-	// scatter stores a tile: vector g*8+t, row r (minus Q4_K's minimums).
-	scatter := func(g, r int, mins *[gemmGroup]float32) {
-		out := p.out[g*gemmGroup*rows+r:]
-		if mins != nil {
-			for t := range gemmGroup {
-				out[t*rows] = tile[t] - mins[t]
-			}
-			return
+	cols, rows, groups := w.Cols, w.Rows, j.tokens/gemmGroup
+	direct := w.Type == tensor.F32 && aligned4(w.Data)
+	var rowsBuf []float32
+	if !direct {
+		buf, _ := gemmRowsPool.Get().(*[]float32)
+		if buf == nil {
+			buf = new([]float32)
 		}
-		_ = out[(gemmGroup-1)*rows]
-		for t := range gemmGroup {
-			out[t*rows] = tile[t]
-		}
+		defer gemmRowsPool.Put(buf)
+		*buf = grow(*buf, gemmRowBlock*cols)
+		rowsBuf = *buf
 	}
-	if p.intDot {
-		return j.gemmIntRows(p, r0, r1, scratch)
-	} else {
-		if !gemmF32OK() || w.Cols%32 != 0 {
-			return false
-		}
-		cols := w.Cols
-		direct := w.Type == tensor.F32 && aligned4(w.Data)
-		var rowsBuf []float32
+	var tile [gemmGroup]float32
+	for rb := r0; rb < r1; rb += gemmRowBlock {
+		re := min(rb+gemmRowBlock, r1)
 		if !direct {
-			buf, _ := gemmRowsPool.Get().(*[]float32)
-			if buf == nil {
-				buf = new([]float32)
+			for r := rb; r < re; r++ {
+				DequantRow(rowsBuf[(r-rb)*cols:(r-rb+1)*cols], w, r)
 			}
-			defer gemmRowsPool.Put(buf)
-			*buf = grow(*buf, gemmRowBlock*cols)
-			rowsBuf = *buf
 		}
-		for rb := r0; rb < r1; rb += gemmRowBlock {
-			re := min(rb+gemmRowBlock, r1)
-			if !direct {
-				for r := rb; r < re; r++ {
-					DequantRow(rowsBuf[(r-rb)*cols:(r-rb+1)*cols], w, r)
+		for g := range groups {
+			x := j.x[g*gemmGroup*cols:]
+			for r := rb; r < re; r++ {
+				var row []float32
+				if direct {
+					row = tensor.AsF32(w.Row(r))
+				} else {
+					row = rowsBuf[(r-rb)*cols : (r-rb+1)*cols]
 				}
-			}
-			for g := range groups {
-				x := j.x[g*gemmGroup*cols:]
-				for r := rb; r < re; r++ {
-					var row []float32
-					if direct {
-						row = tensor.AsF32(w.Row(r))
-					} else {
-						row = rowsBuf[(r-rb)*cols : (r-rb+1)*cols]
-					}
-					gemmF32(row, x, cols, &tile)
-					scatter(g, r, nil)
+				gemmF32(row, x, cols, &tile)
+				// Vector g*8+t, row r.
+				out := p.out[g*gemmGroup*rows+r:]
+				_ = out[(gemmGroup-1)*rows]
+				for t, v := range tile {
+					out[t*rows] = v
 				}
 			}
 		}
