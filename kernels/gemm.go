@@ -173,7 +173,8 @@ type gemmPacked struct {
 
 var gemmPackedPool sync.Pool // of *gemmPacked
 
-// packGEMM packs the whole groups of 4 vectors of a for units of unitVals.
+// packGEMM packs the whole groups of 4 vectors of a for units of unitVals,
+// a group per item of a Parallel call.
 func packGEMM(a *actQ, unitVals int) *gemmPacked {
 	p, _ := gemmPackedPool.Get().(*gemmPacked)
 	if p == nil {
@@ -182,20 +183,23 @@ func packGEMM(a *actQ, unitVals int) *gemmPacked {
 	groups := a.n / gemmIntVecs
 	p.unitVals, p.nunits = unitVals, a.cols/unitVals
 	p.buf = grow(p.buf, groups*p.nunits*gemmIntVecs*gemmPackEntry)
-	for v := range groups * gemmIntVecs {
-		g, t := v/gemmIntVecs, v%gemmIntVecs
-		q, d, _ := a.vec(v)
-		for u := range p.nunits {
-			e := p.buf[((g*p.nunits+u)*gemmIntVecs+t)*gemmPackEntry:][:gemmPackEntry]
-			var sum int32
-			for i, c := range q[u*unitVals : (u+1)*unitVals] {
-				e[i] = byte(c)
-				sum += int32(c)
+	Parallel(groups, Threads(), func(_, g int) {
+		for t := range gemmIntVecs {
+			v := g*gemmIntVecs + t
+			q, d, _ := a.vec(v)
+			ls := a.lanes(v) // negated sums of each 4 codes
+			for u := range p.nunits {
+				e := p.buf[((g*p.nunits+u)*gemmIntVecs+t)*gemmPackEntry:][:gemmPackEntry]
+				copy(e, unsafe.Slice((*byte)(unsafe.Pointer(&q[u*unitVals])), unitVals))
+				var neg int32
+				for _, s := range ls[u*unitVals/4 : (u+1)*unitVals/4] {
+					neg += s
+				}
+				binary.LittleEndian.PutUint32(e[32:], uint32(128*neg)) // -128 * sum
+				binary.LittleEndian.PutUint32(e[36:], math.Float32bits(d[u*unitVals/32]))
 			}
-			binary.LittleEndian.PutUint32(e[32:], uint32(-128*sum))
-			binary.LittleEndian.PutUint32(e[36:], math.Float32bits(d[u*unitVals/32]))
 		}
-	}
+	})
 	return p
 }
 
@@ -307,7 +311,7 @@ func (j *job) gemmRows(p *product, r0, r1 int, scratch *[]float32) bool {
 func (j *job) gemmIntRows(p *product, r0, r1 int, scratch *[]float32) bool {
 	w := p.w
 	uv := unitValues(w.Type)
-	xp := j.packed(uv)
+	xp := j.packedFor(uv)
 	if xp == nil || xp.nunits%4 != 0 {
 		return false
 	}
@@ -317,26 +321,18 @@ func (j *job) gemmIntRows(p *product, r0, r1 int, scratch *[]float32) bool {
 	}
 	defer unpackedPool.Put(up)
 	rows, groups := w.Rows, j.tokens/gemmIntVecs
-	var tile [gemmIntTile]float32
-	var mins [gemmIntRows]float32
+	var mins [gemmIntTile]float32 // zeros unless Q4_K
 	for rb := r0; rb < r1; rb += gemmIntRows {
 		up.interleave(w, rb, r1, uv)
 		n := min(gemmIntRows, r1-rb)
 		for g := range groups {
-			gemmInt(up.il, uv, xp.nunits, xp.buf[g*xp.nunits*gemmIntVecs*gemmPackEntry:], &tile)
-			for t := range gemmIntVecs {
-				v := g*gemmIntVecs + t
-				out := p.out[v*rows+rb : v*rows+rb+n]
-				res := tile[t*gemmIntRows : t*gemmIntRows+n]
-				if w.Type == tensor.Q4_K {
-					q4kMins(up.mil, j.xq, v, &mins)
-					for k := range out {
-						out[k] = res[k] - mins[k]
-					}
-					continue
+			if w.Type == tensor.Q4_K {
+				for t := range gemmIntVecs {
+					q4kMins(up.mil, j.xq, g*gemmIntVecs+t, mins[t*gemmIntRows:(t+1)*gemmIntRows])
 				}
-				copy(out, res)
 			}
+			gemmInt(up.il, uv, xp.nunits, xp.buf[g*xp.nunits*gemmIntVecs*gemmPackEntry:],
+				p.out[g*gemmIntVecs*rows+rb:], rows, n, &mins)
 		}
 	}
 	for t := groups * gemmIntVecs; t < j.tokens; t++ {
@@ -345,16 +341,37 @@ func (j *job) gemmIntRows(p *product, r0, r1 int, scratch *[]float32) bool {
 	return true
 }
 
-// packed returns the job's vectors packed for units of unitVals, packing
-// them on first use; nil when the integer tile cannot run.
-func (j *job) packed(unitVals int) *gemmPacked {
-	if j.xq == nil || j.tokens < gemmIntVecs || !gemmIntOK() {
-		return nil
+// packedFor returns the job's vectors packed for units of unitVals, or nil
+// when the integer tile does not run.
+func (j *job) packedFor(unitVals int) *gemmPacked {
+	for _, p := range j.xp {
+		if p != nil && p.unitVals == unitVals {
+			return p
+		}
 	}
-	i := 0
-	if unitVals == 16 {
-		i = 1
+	return nil
+}
+
+// pack packs the job's quantized vectors for the integer tile, once per
+// unit size its products use, before the products start (spread over the
+// threads: a group of 4 vectors per item).
+func (j *job) pack() {
+	if j.xq == nil || j.tokens < gemmIntVecs || !gemmIntOK() || noGEMM {
+		return
 	}
-	j.packOnce[i].Do(func() { j.xp[i] = packGEMM(j.xq, unitVals) })
-	return j.xp[i]
+	for i := range j.np {
+		p := &j.ps[i]
+		if !p.intDot {
+			continue
+		}
+		uv := unitValues(p.w.Type)
+		if j.packedFor(uv) != nil {
+			continue
+		}
+		k := 0
+		if j.xp[0] != nil {
+			k = 1
+		}
+		j.xp[k] = packGEMM(j.xq, uv)
+	}
 }

@@ -20,16 +20,18 @@ func gemmF32AVX512(w *float32, n int, x *float32, xStride int, out *[gemmGroup]f
 //go:noescape
 func gemmF32AVX2(w *float32, n int, x *float32, xStride int, out *[gemmGroup]float32)
 
-// gemmI8U32VNNI and gemmI8U16VNNI set out[16t+k] to steps 1-3 of the
-// integer-dot order of row k of an interleaved block of 16 rows (w) against
-// vector t of a packed group of 4 (xp), for units of 32 or 16 values; nunits
-// is a multiple of 4. See gemm_avx512_amd64.s for the layouts.
+// gemmI8U32VNNI and gemmI8U16VNNI compute steps 1-3 of the integer-dot
+// order (minus mins[16t+k], zeros unless Q4_K) of row k of an interleaved
+// block of 16 rows (w) against vector t of a packed group of 4 (xp), for
+// units of 32 or 16 values, nunits a multiple of 4, and store it at out +
+// t*stride bytes + 4k for the rows k whose bit is set in mask. See
+// gemm_avx512_amd64.s for the layouts.
 //
 //go:noescape
-func gemmI8U32VNNI(w *byte, nunits int, xp *byte, out *[gemmIntTile]float32)
+func gemmI8U32VNNI(w *byte, nunits int, xp *byte, out *float32, stride, mask int, mins *float32)
 
 //go:noescape
-func gemmI8U16VNNI(w *byte, nunits int, xp *byte, out *[gemmIntTile]float32)
+func gemmI8U16VNNI(w *byte, nunits int, xp *byte, out *float32, stride, mask int, mins *float32)
 
 // q4kMins16VNNI sets out[k] to the folded Q4_K minimums of row k of 16
 // (m: per block, the rows' 16 factors) against one vector's block scales d
@@ -52,23 +54,27 @@ func gemmF32(row, x []float32, cols int, out *[gemmGroup]float32) {
 	gemmF32AVX2(&row[0], cols, &x[0], 4*cols, out)
 }
 
-// gemmInt runs the integer tile over nunits units of unitVals values.
-func gemmInt(w []byte, unitVals, nunits int, xp []byte, out *[gemmIntTile]float32) {
+// gemmInt runs the integer tile over nunits units of unitVals values,
+// storing vector t's first n rows at out[t*rows:].
+func gemmInt(w []byte, unitVals, nunits int, xp []byte, out []float32, rows, n int, mins *[gemmIntTile]float32) {
 	_ = w[nunits*unitStride(unitVals)-1]
 	_ = xp[nunits*gemmIntVecs*gemmPackEntry-1]
+	_ = out[(gemmIntVecs-1)*rows+n-1]
+	mask := 1<<n - 1
 	if unitVals == 16 {
-		gemmI8U16VNNI(&w[0], nunits, &xp[0], out)
+		gemmI8U16VNNI(&w[0], nunits, &xp[0], &out[0], 4*rows, mask, &mins[0])
 		return
 	}
-	gemmI8U32VNNI(&w[0], nunits, &xp[0], out)
+	gemmI8U32VNNI(&w[0], nunits, &xp[0], &out[0], 4*rows, mask, &mins[0])
 }
 
 // q4kMins: the minimums of 16 interleaved rows (m: nb blocks x 16) against
 // vector t of a.
-func q4kMins(m []float32, a *actQ, t int, out *[gemmIntRows]float32) {
+func q4kMins(m []float32, a *actQ, t int, out []float32) {
 	_ = m[a.nb*gemmIntRows-1]
+	_ = out[gemmIntRows-1]
 	_, d, bs := a.vec(t)
-	q4kMins16VNNI(&m[0], a.nb, &d[0], &bs[0], out)
+	q4kMins16VNNI(&m[0], a.nb, &d[0], &bs[0], (*[gemmIntRows]float32)(out))
 }
 
 //go:noescape

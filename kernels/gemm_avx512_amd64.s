@@ -7,6 +7,17 @@
 // 32 canonical lanes in Z(2t) (lanes 0-15) and Z(2t+1) (lanes 16-31), the
 // same lanes as the matrix-vector kernels, so each result is the same bits.
 
+// I8ARGS loads the arguments of the integer tiles.
+#define I8ARGS \
+	MOVQ  w+0(FP), SI; \
+	MOVQ  nunits+8(FP), CX; \
+	MOVQ  xp+16(FP), DI; \
+	MOVQ  out+24(FP), DX; \
+	MOVQ  stride+32(FP), R11; \
+	MOVQ  mask+40(FP), AX; \
+	KMOVW AX, K3; \
+	MOVQ  mins+48(FP), R12
+
 #define ZERO16 \
 	VPXORD Z0, Z0, Z0; \
 	VPXORD Z1, Z1, Z1; \
@@ -184,12 +195,17 @@ f32fold:
 	I8GROUP(3); \
 	I8SCALE(4, F0, F1, F2, F3)
 
-// I8FOLD: vector t's 16 results (c0 + c2) + (c1 + c3), stored at 64t(DX).
+// I8FOLD: vector t's 16 results (c0 + c2) + (c1 + c3), minus its 16 Q4_K
+// minimums at off(R12) (zeros for other types: x - 0 is x), stored at DX
+// through mask K3 (the valid rows), then DX moves to the next vector's row
+// (stride R11).
 #define I8FOLD(C0, C1, C2, C3, off) \
-	VADDPS    C2, C0, C0; \
-	VADDPS    C3, C1, C1; \
-	VADDPS    C1, C0, C0; \
-	VMOVUPS   C0, off(DX)
+	VADDPS  C2, C0, C0; \
+	VADDPS  C3, C1, C1; \
+	VADDPS  C1, C0, C0; \
+	VSUBPS  off(R12), C0, C0; \
+	VMOVUPS C0, K3, (DX); \
+	ADDQ    R11, DX
 
 #define I8FOLDALL \
 	I8FOLD(Z0, Z1, Z2, Z3, 0); \
@@ -197,13 +213,11 @@ f32fold:
 	I8FOLD(Z8, Z9, Z10, Z11, 128); \
 	I8FOLD(Z12, Z13, Z14, Z15, 192)
 
-// func gemmI8U32VNNI(w *byte, nunits int, xp *byte, out *[64]float32)
-// Units of 32 values; nunits a multiple of 4.
-TEXT ·gemmI8U32VNNI(SB), NOSPLIT, $0-32
-	MOVQ w+0(FP), SI
-	MOVQ nunits+8(FP), CX
-	MOVQ xp+16(FP), DI
-	MOVQ out+24(FP), DX
+// func gemmI8U32VNNI(w *byte, nunits int, xp *byte, out *float32, stride, mask int, mins *float32)
+// Units of 32 values; nunits a multiple of 4. Vector t's results go to
+// out + t*stride bytes, the rows where mask has a bit.
+TEXT ·gemmI8U32VNNI(SB), NOSPLIT, $0-56
+	I8ARGS
 	ZERO16
 	SHRQ $2, CX
 	JZ   u32fold
@@ -221,13 +235,10 @@ u32fold:
 	VZEROUPPER
 	RET
 
-// func gemmI8U16VNNI(w *byte, nunits int, xp *byte, out *[64]float32)
-// Units of 16 values (Q6_K's halves); nunits a multiple of 4.
-TEXT ·gemmI8U16VNNI(SB), NOSPLIT, $0-32
-	MOVQ w+0(FP), SI
-	MOVQ nunits+8(FP), CX
-	MOVQ xp+16(FP), DI
-	MOVQ out+24(FP), DX
+// func gemmI8U16VNNI(w *byte, nunits int, xp *byte, out *float32, stride, mask int, mins *float32)
+// Units of 16 values (Q6_K's halves); as gemmI8U32VNNI otherwise.
+TEXT ·gemmI8U16VNNI(SB), NOSPLIT, $0-56
+	I8ARGS
 	ZERO16
 	SHRQ $2, CX
 	JZ   u16fold

@@ -118,6 +118,7 @@ func MatMuls(ps []Product, x []float32, n int) {
 		j.xq = getActQ(n, cols)
 		j.xq.quantize(x)
 		defer j.release()
+		j.pack()
 	}
 	threads := Threads()
 	if threads == 1 || elems < serialElems {
@@ -241,8 +242,7 @@ type job struct {
 	np        int
 	x         []float32      // tokens vectors of cols
 	xq        *actQ          // x quantized, when a product uses integer dots
-	xp        [2]*gemmPacked // xq packed for the integer GEMM (units of 32, 16), when used
-	packOnce  [2]sync.Once
+	xp        [2]*gemmPacked // xq packed for the integer GEMM, per unit size used
 	tokens    int
 	cols      int
 	chunks    int
