@@ -35,9 +35,11 @@ func intRowsSIMD(*tensor.Tensor, int, int, *actQ, int, []float32) bool { return 
 func gemmF32OK() bool { return false }
 func gemmIntOK() bool { return false }
 
-func gemmF32([]float32, []float32, int, *[gemmGroup]float32)  { panic("unreachable") }
-func gemmInt([]byte, int, int, []byte, *[gemmIntTile]float32) { panic("unreachable") }
-func q4kMins([]float32, *actQ, int, *[gemmIntRows]float32)    { panic("unreachable") }
+func gemmF32([]float32, []float32, int, *[gemmGroup]float32) { panic("unreachable") }
+func gemmInt([]byte, int, int, []byte, []float32, int, int, *[gemmIntTile]float32) {
+	panic("unreachable")
+}
+func q4kMins([]float32, *actQ, int, []float32) { panic("unreachable") }
 
 func quantizeSIMD([]float32, []int8, []float32, []float32, []int32) bool { return false }
 
