@@ -3,7 +3,6 @@ package cluster_test
 import (
 	"bufio"
 	"context"
-	"fmt"
 	"io"
 	"math"
 	"os"
@@ -16,7 +15,7 @@ import (
 )
 
 // serveLocal starts a stage process on loopback and returns its address.
-func serveLocal(t *testing.T, ctx context.Context, fx *fixture, layers string, flags ...string) string {
+func serveLocal(t testing.TB, ctx context.Context, fx *fixture, layers string, flags ...string) string {
 	t.Helper()
 	cmd := exec.CommandContext(ctx, fx.bin, append([]string{"serve", "--model", fx.model, "--layers", layers, "--listen", "127.0.0.1:0"}, flags...)...)
 	out, err := cmd.StdoutPipe()
@@ -37,14 +36,15 @@ func serveLocal(t *testing.T, ctx context.Context, fx *fixture, layers string, f
 	return f[len(f)-1]
 }
 
-// Decode through two stage processes on loopback, over TLS and in
-// plaintext, measured in one run: five runs of each, order alternated
-// (TPPTTPTPPT) after a warm-up of each, medians compared, on the
-// stories110M-shaped model.
-func TestTLSCostOnLoopback(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs real processes for a minute; not in -short")
-	}
+// BenchmarkTLSDecodeLoopback measures decode through two stage processes
+// on loopback, over TLS and in plaintext, in one run: five runs of each,
+// order alternated (TPPTTPTPPT) after a warm-up of each, medians compared,
+// on the stories110M-shaped model. It is a benchmark, not a test: a 3%
+// difference cannot be resolved while other tests share the machine.
+//
+//	go test -run '^$' -bench TLSDecodeLoopback -benchtime 1x ./cluster
+func BenchmarkTLSDecodeLoopback(b *testing.B) {
+	t := b
 	fx := getFixture(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -90,16 +90,8 @@ func TestTLSCostOnLoopback(t *testing.T) {
 	ratio := median(tlsRuns) / median(plainRuns)
 	t.Logf("decode tok/s over TLS %.2f (median %.2f), plaintext %.2f (median %.2f): ratio %.3f; spread of the middle runs %.1f%% (TLS), %.1f%% (plain); load average %s",
 		tlsRuns, median(tlsRuns), plainRuns, median(plainRuns), ratio, 100*spread(tlsRuns), 100*spread(plainRuns), loadAverage())
-	// A 3% effect is resolved only if the middle runs of each kind agree
-	// to within a few percent; on a busy shared machine they do not.
-	if s := math.Max(spread(tlsRuns), spread(plainRuns)); s > 0.05 {
-		msg := fmt.Sprintf("runs of the same kind differ by %.1f%%: this machine is too busy to resolve a 3%% difference", 100*s)
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	if ratio < 0.97 {
-		t.Errorf("TLS decodes at %.3f of plaintext's speed, want at least 0.97", ratio)
-	}
+	b.ReportMetric(median(tlsRuns), "tls_tok/s")
+	b.ReportMetric(median(plainRuns), "plain_tok/s")
+	b.ReportMetric(ratio, "tls/plain")
+	b.ReportMetric(100*math.Max(spread(tlsRuns), spread(plainRuns)), "spread_%")
 }
