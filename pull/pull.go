@@ -498,6 +498,12 @@ func (d *download) fetchOnce(ctx context.Context, f *os.File, sha, git hash.Hash
 			if d.opts.Progress != nil {
 				d.opts.Progress(res.Size, d.meta.size)
 			}
+			// A body already buffered keeps reading after the context is
+			// cancelled; stop at the chunk boundary so that an interrupt
+			// stops the download at once, whatever the link's speed.
+			if err := ctx.Err(); err != nil {
+				return false, err
+			}
 		}
 		if rerr == io.EOF {
 			return d.meta.size < 0 || res.Size == d.meta.size, nil
