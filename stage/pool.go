@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/seamlm/seam/codec"
@@ -57,6 +58,7 @@ type PoolMember struct {
 	conns     map[net.Conn]struct{} // pool connections (the server tracks its own)
 	closed    bool
 	wg        sync.WaitGroup
+	refused   atomic.Uint64 // connections closed for MaxConns before the assignment
 }
 
 // NewPoolMember checks cfg and returns an unassigned member.
@@ -100,43 +102,54 @@ func (p *PoolMember) Serve(l net.Listener) error {
 	}
 	p.listeners = append(p.listeners, l)
 	p.mu.Unlock()
-	for {
-		conn, err := l.Accept()
-		if err != nil {
-			p.mu.Lock()
-			closed := p.closed
-			p.mu.Unlock()
-			if closed {
-				return nil
-			}
-			return err
-		}
+	closed := func() bool {
 		p.mu.Lock()
-		srv, closed := p.srv, p.closed
-		if !closed && srv == nil {
-			p.conns[conn] = struct{}{}
-			p.wg.Add(1)
-		}
-		p.mu.Unlock()
-		switch {
-		case closed:
-			conn.Close()
-			return nil
-		case srv != nil:
-			srv.ServeConn(conn)
-		default:
-			go func() {
-				defer p.wg.Done()
-				defer func() {
-					p.mu.Lock()
-					delete(p.conns, conn)
-					p.mu.Unlock()
-					conn.Close()
-				}()
-				p.servePool(conn)
-			}()
-		}
+		defer p.mu.Unlock()
+		return p.closed
 	}
+	return acceptLoop(l, closed, p.log, p.serveConn)
+}
+
+// serveConn hands an accepted connection to the stage, once assigned, or
+// serves the pool protocol on it; connections past the stage's MaxConns are
+// closed at once.
+func (p *PoolMember) serveConn(conn net.Conn) {
+	p.mu.Lock()
+	srv, closed, full := p.srv, p.closed, len(p.conns) >= p.maxConns()
+	if !closed && !full && srv == nil {
+		p.conns[conn] = struct{}{}
+		p.wg.Add(1)
+	}
+	p.mu.Unlock()
+	switch {
+	case closed:
+		conn.Close()
+	case srv != nil:
+		srv.ServeConn(conn)
+	case full:
+		conn.Close()
+		if n := p.refused.Add(1); n&(n-1) == 0 {
+			p.log.Warn("connection refused: too many connections", "session", 0, "peer", conn.RemoteAddr().String(), "max_conns", p.maxConns(), "refused_so_far", n)
+		}
+	default:
+		go func() {
+			defer p.wg.Done()
+			defer func() {
+				p.mu.Lock()
+				delete(p.conns, conn)
+				p.mu.Unlock()
+				conn.Close()
+			}()
+			p.servePool(conn)
+		}()
+	}
+}
+
+func (p *PoolMember) maxConns() int {
+	if p.cfg.Base.MaxConns > 0 {
+		return p.cfg.Base.MaxConns
+	}
+	return DefaultMaxConns
 }
 
 // Close stops accepting, closes every connection, stops the stage and
@@ -223,8 +236,10 @@ func (p *PoolMember) servePool(conn net.Conn) {
 func (p *PoolMember) handshake(pe *peer) error {
 	pe.conn.SetReadDeadline(time.Now().Add(p.cfg.Base.Timeout))
 	defer pe.conn.SetReadDeadline(time.Time{})
+	defer withPreHandshakeLimits(pe.fr)()
 	f, err := pe.fr.ReadFrame()
 	if err != nil {
+		refusePreHandshake(pe, err)
 		return err
 	}
 	if f.Kind != wire.KindHello {

@@ -6,8 +6,7 @@ import "net"
 // waits for, as Serve does for the connections it accepts. It is how a
 // pool member hands connections to the stage it became.
 func (s *Server) ServeConn(conn net.Conn) {
-	if !s.track(conn) { // counts the handler in s.wg
-		conn.Close()
+	if !s.track(conn) { // counts the handler in s.wg; closes conn if refused
 		return
 	}
 	go func() {

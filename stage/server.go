@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/seamlm/seam/auth"
@@ -34,6 +35,10 @@ type Config struct {
 	// MaxSessions bounds the KV caches held at once (each is
 	// layers x context x kv width x 8 bytes).
 	MaxSessions int
+	// MaxConns bounds the connections held at once, handshaken or not
+	// (DefaultMaxConns when zero). A connection past it is closed as soon
+	// as it is accepted, and counted (Server.RefusedConns).
+	MaxConns int
 	// Auth authenticates and encrypts every connection, accepted and
 	// dialed (package auth); nil leaves them plaintext.
 	Auth *auth.Config
@@ -58,6 +63,7 @@ type Server struct {
 	closed    bool
 	wg        sync.WaitGroup // connection handlers: each may be computing
 	stats     counters       // reported to heads that ping (stats.go)
+	refused   atomic.Uint64  // connections closed for MaxConns
 }
 
 // New returns a stage for cfg.
@@ -70,6 +76,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxSessions <= 0 {
 		cfg.MaxSessions = 64
+	}
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = DefaultMaxConns
 	}
 	s := &Server{cfg: cfg, reg: cfg.Registry, log: cfg.Logger, sessions: map[uint64]*session{}, conns: map[net.Conn]struct{}{},
 		peers: map[*peer]bool{}}
@@ -100,42 +109,41 @@ func (s *Server) Serve(l net.Listener) error {
 	}
 	s.listeners = append(s.listeners, l)
 	s.mu.Unlock()
-	s.log.Info("listening", "session", 0, "addr", l.Addr().String(), "layers", s.Layers())
-	for {
-		conn, err := l.Accept()
-		if err != nil {
-			if s.isClosed() {
-				s.wg.Wait()
-				return nil
-			}
-			return err
-		}
-		if !s.track(conn) {
-			conn.Close()
-			s.wg.Wait()
-			return nil
-		}
-		go func() {
-			defer s.wg.Done()
-			defer s.untrack(conn)
-			s.handle(conn)
-		}()
+	s.log.Info("listening", "session", 0, "addr", l.Addr().String(), "layers", s.Layers(), "max_conns", s.cfg.MaxConns)
+	err := acceptLoop(l, s.isClosed, s.log, s.ServeConn)
+	if err == nil {
+		s.wg.Wait()
 	}
+	return err
 }
 
-// track registers a new connection and its handler; false once closed.
+// track registers a new connection and its handler; false once closed or
+// when MaxConns connections are held, after closing the connection.
 // The handler is counted under the lock that Close takes, so Close never
 // waits on a count that a handler is about to join.
 func (s *Server) track(c net.Conn) bool {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return false
+	closed, full := s.closed, len(s.conns) >= s.cfg.MaxConns
+	if !closed && !full {
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
 	}
-	s.conns[c] = struct{}{}
-	s.wg.Add(1)
-	return true
+	s.mu.Unlock()
+	if closed || full {
+		c.Close()
+	}
+	if full && !closed {
+		// Logged at the first refusal and at each power of two after it, so
+		// a flood shows in the log without filling it.
+		if n := s.refused.Add(1); n&(n-1) == 0 {
+			s.log.Warn("connection refused: too many connections", "session", 0, "peer", c.RemoteAddr().String(), "max_conns", s.cfg.MaxConns, "refused_so_far", n)
+		}
+	}
+	return !closed && !full
 }
+
+// RefusedConns counts the connections closed because MaxConns were held.
+func (s *Server) RefusedConns() uint64 { return s.refused.Load() }
 
 func (s *Server) untrack(c net.Conn) {
 	s.mu.Lock()
@@ -272,8 +280,10 @@ func (s *Server) handle(conn net.Conn) {
 func (s *Server) accept(p *peer) (wire.Hello, error) {
 	p.conn.SetReadDeadline(time.Now().Add(s.cfg.Timeout))
 	defer p.conn.SetReadDeadline(time.Time{})
+	defer withPreHandshakeLimits(p.fr)()
 	f, err := p.fr.ReadFrame()
 	if err != nil {
+		refusePreHandshake(p, err)
 		return wire.Hello{}, err
 	}
 	if f.Kind != wire.KindHello {
