@@ -16,8 +16,13 @@ import (
 	"github.com/seamlm/seam/wire"
 )
 
-// errSession classifies unknown-session and ordering failures (CodeSession).
-var errSession = errors.New("session error")
+// errSession classifies unknown-session and ordering failures: Error
+// frames carry them as CodeSession.
+var errSession = wire.ErrSession
+
+// errNotOwner is a frame naming a session that another connection owns.
+// It is answered on the connection that sent it, never on the owner's.
+var errNotOwner = fmt.Errorf("not this connection's session: %w", errSession)
 
 // headConn is a head's connection, with the downstream link this stage
 // opened on that head's behalf (nil at the last stage).
@@ -31,9 +36,14 @@ type headConn struct {
 // one session arrive in order from one place, but a head's Reset or Close may
 // race with them, hence the lock.
 type session struct {
-	mu     sync.Mutex
-	id     uint64
-	head   *headConn
+	mu   sync.Mutex
+	id   uint64
+	head *headConn // the head that opened it: the only one that may drive it
+	// up is the upstream connection that carries it, bound by its first
+	// frame from upstream (a head routes each of its chains over a
+	// connection of its own) and unbound by the head's Reset. Frames for
+	// the session from any other upstream connection are refused.
+	up     *peer
 	state  *model.State
 	x      []float32 // tokens x dim activations
 	logits []float32 // tokens x vocab
@@ -49,6 +59,7 @@ func (s *Server) openSession(hc *headConn, id uint64) error {
 		}
 		old.mu.Lock()
 		old.state.Reset()
+		old.up = nil
 		old.mu.Unlock()
 		return nil
 	}
@@ -130,7 +141,7 @@ func (s *Server) serveHead(hc *headConn) {
 		case wire.KindClose:
 			s.closeSession(hc, f.Session)
 		case wire.KindPrefill, wire.KindDecode:
-			err = s.process(f)
+			err = s.process(f, hc, nil)
 		case wire.KindPing:
 			err = s.pong(hc, f.Request)
 		default:
@@ -164,16 +175,17 @@ func (s *Server) serveUpstream(p *peer) {
 		m := wire.Meta{Session: f.Session, Request: f.Request, Start: f.Start}
 		switch f.Kind {
 		case wire.KindPrefill, wire.KindDecode:
-			err = s.process(f)
+			err = s.process(f, nil, p)
 		default:
 			err = fmt.Errorf("an upstream stage may not send %v frames: %w", f.Kind, wire.ErrMalformed)
 		}
 		if err != nil {
-			// Tell the head that owns the session when there is one (it is
-			// the one waiting, and knows this connection's stage), else the
-			// upstream stage, which relays it.
+			// Tell the head that owns the session when the frame came over
+			// the session's own upstream connection (the head is the one
+			// waiting, and knows this connection's stage), else the
+			// upstream stage that sent it, which relays it.
 			s.log.Warn("request failed", "session", f.Session, "peer", p.name, "kind", f.Kind.String(), "request", f.Request, "err", err)
-			if sess, lerr := s.lookup(f.Session); lerr == nil {
+			if sess, lerr := s.lookup(f.Session); lerr == nil && !errors.Is(err, errNotOwner) {
 				sess.head.sendError(m, err)
 			} else {
 				p.sendError(m, fmt.Errorf("stage %q: %w", s.cfg.Name, err))
@@ -186,14 +198,18 @@ func (s *Server) serveUpstream(p *peer) {
 }
 
 // process runs a Prefill or Decode frame through this stage's layers and
-// passes the result on.
-func (s *Server) process(f *wire.Frame) error {
+// passes the result on. The frame came from head (nil when from upstream)
+// or from the upstream connection up; either must be the session's own.
+func (s *Server) process(f *wire.Frame, head *headConn, up *peer) error {
 	sess, err := s.lookup(f.Session)
 	if err != nil {
 		return err
 	}
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
+	if err := sess.owns(head, up); err != nil {
+		return fmt.Errorf("stage %q, session %d: %w", s.cfg.Name, f.Session, err)
+	}
 	cfg := s.cfg.Model.Config()
 	n := int(f.Tokens)
 	if n == 0 {
@@ -289,6 +305,21 @@ func (s *Server) result(sess *session, f *wire.Frame, m wire.Meta, n int, start 
 	return sess.head.write(func(fr *wire.Framer) error {
 		return fr.WriteActivations(wire.KindResult, 0, m, wire.F32, sess.logits[:count*cfg.VocabSize], count, cfg.VocabSize)
 	})
+}
+
+// owns checks that a frame from head, or from the upstream connection up,
+// may drive the session, binding the session to up at its first upstream
+// frame. The caller holds sess.mu.
+func (sess *session) owns(head *headConn, up *peer) error {
+	switch {
+	case head != nil && head != sess.head:
+		return fmt.Errorf("opened by another head: %w", errNotOwner)
+	case up != nil && sess.up == nil:
+		sess.up = up
+	case up != nil && up != sess.up:
+		return fmt.Errorf("carried by another upstream connection: %w", errNotOwner)
+	}
+	return nil
 }
 
 func grow(b []float32, n int) []float32 {

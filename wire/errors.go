@@ -24,6 +24,9 @@ var (
 	ErrNonFinite = errors.New("non-finite value")
 	// ErrHandshake: the two ends of a boundary disagree.
 	ErrHandshake = errors.New("handshake mismatch")
+	// ErrSession: a frame names a session that is unknown here, not the
+	// sender's, full, or out of order (positions past what is cached).
+	ErrSession = errors.New("session error")
 )
 
 // ErrorCode is the code carried by an Error frame.
@@ -66,7 +69,7 @@ func CodeOf(err error) ErrorCode {
 	}{
 		{ErrChecksum, CodeChecksum}, {ErrGeneration, CodeGeneration}, {ErrLimit, CodeLimit},
 		{ErrEncoding, CodeEncoding}, {ErrNonFinite, CodeNonFinite}, {ErrHandshake, CodeHandshake},
-		{ErrMalformed, CodeMalformed},
+		{ErrMalformed, CodeMalformed}, {ErrSession, CodeSession},
 	}
 	for _, p := range pairs {
 		if errors.Is(err, p.err) {

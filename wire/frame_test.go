@@ -495,7 +495,7 @@ func TestCodeOf(t *testing.T) {
 	cases := map[error]ErrorCode{
 		wrapped(ErrChecksum): CodeChecksum, wrapped(ErrLimit): CodeLimit, wrapped(ErrNonFinite): CodeNonFinite,
 		wrapped(ErrEncoding): CodeEncoding, wrapped(ErrMalformed): CodeMalformed, wrapped(ErrHandshake): CodeHandshake,
-		&RemoteError{Code: CodeSession}: CodeSession, errors.New("other"): CodeInternal,
+		wrapped(ErrSession): CodeSession, &RemoteError{Code: CodeSession}: CodeSession, errors.New("other"): CodeInternal,
 	}
 	for err, want := range cases {
 		if got := CodeOf(err); got != want {
