@@ -12,7 +12,11 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { Template } from "@huggingface/jinja";
 
-const input = JSON.parse(readFileSync(0, "utf8"));
+// Read standard input as a stream: readFileSync(0) fails with EAGAIN when
+// the pipe is non-blocking.
+const chunks = [];
+for await (const chunk of process.stdin) chunks.push(chunk);
+const input = JSON.parse(Buffer.concat(chunks).toString("utf8"));
 let tokenizer = null;
 if (process.argv[2]) {
 	const { TokenizerLoader } = await import("@lenml/tokenizers");
