@@ -27,7 +27,7 @@ type splitFlags struct {
 func (f *splitFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.stages, "stages", "", "comma-separated stage addresses (host:port), in layer order; run through them")
 	cmd.Flags().IntVar(&f.split, "split", 0, "start N stages in this process on loopback, with even layer ranges, and run through them")
-	cmd.Flags().StringVar(&f.wireName, "wire", "f32", "activation encoding between stages: f32, f16, q8, q5, q4")
+	cmd.Flags().StringVar(&f.wireName, "wire", "f32", "activation encoding between stages: f32, f16, q8, q5, q4, or lowrank (the container's learned codec)")
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 30*time.Second, "how long to wait for any stage's reply before failing the request")
 	registerLinkFlags(cmd, &f.linkMbps, &f.linkLatMs)
 	f.pool.register(cmd)
