@@ -116,7 +116,7 @@ func Resolve(ref, endpoint, revision string) (Source, error) {
 	}
 	parts := strings.Split(ref, "/")
 	if len(parts) < 3 {
-		return Source{}, fmt.Errorf("%q: want a URL, or OWNER/REPO/FILE such as ggml-org/models/tinyllamas/stories260K.gguf", ref)
+		return Source{}, fmt.Errorf("%q: want a URL, or OWNER/REPO/FILE such as ggml-org/tiny-llamas/stories260K.gguf", ref)
 	}
 	for _, p := range parts {
 		if p == "" || p == "." || p == ".." {
