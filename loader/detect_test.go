@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/seamlm/seam/container"
 	"github.com/seamlm/seam/internal/testmodels"
 	"github.com/seamlm/seam/llama2c"
 	"github.com/seamlm/seam/synth"
@@ -51,6 +52,11 @@ func TestDetect(t *testing.T) {
 	os.WriteFile(filepath.Join(hf, "model.safetensors"), safetensors, 0o644)
 	partial := t.TempDir()
 	os.WriteFile(filepath.Join(partial, "embed.seg"), []byte("SEAM-SEG"), 0o644)
+	// A container is told by its index, even beside segments and a config.json.
+	ctr := t.TempDir()
+	os.WriteFile(filepath.Join(ctr, container.IndexFile), []byte(`{}`), 0o644)
+	os.WriteFile(filepath.Join(ctr, "config.json"), []byte(`{"model_type":"llama"}`), 0o644)
+	os.WriteFile(filepath.Join(ctr, "embed.seg"), []byte("SEAM-SEG"), 0o644)
 	os.WriteFile(filepath.Join(partial, "layer-000.seg.tmp"), []byte("SEAM-SEG"), 0o644)
 	cases := []struct {
 		path string
@@ -72,6 +78,7 @@ func TestDetect(t *testing.T) {
 		{write(t, "embed.seg", append([]byte("SEAM-SEG"), make([]byte, 56)...)), FormatSegment},
 		{hf, FormatHFFolder},
 		{partial, FormatPartialImport},
+		{ctr, FormatContainer},
 		{testmodels.TokenizerDir(t, testmodels.Qwen3), FormatTokenizerJSON},
 	}
 	for _, c := range cases {
@@ -87,6 +94,12 @@ func TestDetect(t *testing.T) {
 func TestOpenRefusesOtherFormats(t *testing.T) {
 	safetensors := binary.LittleEndian.AppendUint64(nil, 4)
 	safetensors = append(safetensors, []byte(`{}  `)...)
+	hf := t.TempDir()
+	os.WriteFile(filepath.Join(hf, "config.json"), []byte(`{"model_type":"llama"}`), 0o644)
+	os.WriteFile(filepath.Join(hf, "model.safetensors"), safetensors, 0o644)
+	// Safetensors shards without a config.json are still a Hugging Face folder.
+	shards := t.TempDir()
+	os.WriteFile(filepath.Join(shards, "model-00001-of-00002.safetensors"), safetensors, 0o644)
 	cases := []struct {
 		path  string
 		wants []string
@@ -97,6 +110,8 @@ func TestOpenRefusesOtherFormats(t *testing.T) {
 		{filepath.Join(testmodels.TokenizerDir(t, testmodels.Llama3), "tokenizer.json"), []string{"tokenizer.json", "not weights"}},
 		{write(t, "ckpt.pt", append([]byte("PK\x03\x04"), make([]byte, 100)...)), []string{"PyTorch checkpoint", "export.py"}},
 		{write(t, "old.bin", append([]byte("lmgg"), make([]byte, 100)...)), []string{"GGML", "convert_llama_ggml_to_gguf.py"}},
+		{hf, []string{"is a Hugging Face model folder", Accepted, "convert_hf_to_gguf.py", "seam pull"}},
+		{shards, []string{"is a Hugging Face model folder", Accepted, "convert_hf_to_gguf.py"}},
 	}
 	for _, c := range cases {
 		for name, open := range map[string]func() error{
@@ -120,6 +135,7 @@ func TestOpenRefusesOtherFormats(t *testing.T) {
 		}
 	}
 	t.Logf("e.g. %v", formatError(cases[0].path, FormatSafetensors))
+	t.Logf("a folder: %v", formatError(hf, FormatHFFolder))
 }
 
 // sniff reads untrusted bytes: it must classify anything without panicking.
