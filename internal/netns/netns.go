@@ -78,9 +78,16 @@ func Available() error {
 // New creates one namespace per node and the links between them. Each
 // link gets its own /24 in 198.18.0.0/15 (reserved for benchmarks); the A
 // end is .1, the B end .2. On error everything made so far is removed.
+//
+// It first sweeps away what the testbeds of dead processes left (Sweep): a
+// test binary killed by a timeout or a signal never runs its cleanups, and
+// the next run removes what it made.
 func New(nodes []string, links []Link) (tb *Testbed, err error) {
 	if err := Available(); err != nil {
 		return nil, err
+	}
+	if err := Sweep(); err != nil {
+		return nil, fmt.Errorf("removing what a dead run's testbed left behind: %w", err)
 	}
 	if len(links) > 250 || len(nodes) > 250 {
 		return nil, fmt.Errorf("%d nodes and %d links: at most 250 of each", len(nodes), len(links))
@@ -436,7 +443,9 @@ func alive(pid string) bool {
 	if n == os.Getpid() {
 		return true
 	}
-	return syscall.Kill(n, 0) == nil
+	// EPERM: the process exists but is not ours to signal.
+	err = syscall.Kill(n, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 func run(args ...string) error {

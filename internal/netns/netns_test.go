@@ -158,12 +158,13 @@ func TestTestbed(t *testing.T) {
 	}
 }
 
-// Sweep removes the leftovers of a run whose process is gone.
-func TestSweep(t *testing.T) {
-	need(t)
+// plantDead makes a namespace and a veth pair named as a testbed of a
+// process that no longer runs would have left them.
+func plantDead(t *testing.T) (ns, veth string) {
+	t.Helper()
 	const dead = "4000000" // a pid no process has (checked below)
-	ns := nsPrefix + dead + "-1-x"
-	veth := vethPrefix + dead + "x1a"
+	ns = nsPrefix + dead + "-1-x"
+	veth = vethPrefix + dead + "x1a"
 	if err := run("ip", "netns", "add", ns); err != nil {
 		t.Fatal(err)
 	}
@@ -178,11 +179,39 @@ func TestSweep(t *testing.T) {
 	if !strings.Contains(left, ns) || !strings.Contains(left, veth) {
 		t.Fatalf("Leftovers does not list the planted ones:\n%s", left)
 	}
+	return ns, veth
+}
+
+// Sweep removes the leftovers of a run whose process is gone.
+func TestSweep(t *testing.T) {
+	need(t)
+	ns, veth := plantDead(t)
 	if err := Sweep(); err != nil {
 		t.Fatal(err)
 	}
-	left = strings.Join(Leftovers(), "\n")
+	left := strings.Join(Leftovers(), "\n")
 	if strings.Contains(left, ns) || strings.Contains(left, veth) {
 		t.Fatalf("Sweep left:\n%s", left)
+	}
+}
+
+// A run killed before its cleanups (go test -timeout, SIGKILL) leaves its
+// testbed; the next New removes it.
+func TestNewSweepsDeadRuns(t *testing.T) {
+	need(t)
+	ns, veth := plantDead(t)
+	tb, err := New([]string{"a", "b"}, []Link{{A: "a", B: "b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := strings.Join(Leftovers(), "\n")
+	if err := tb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(left, ns) || strings.Contains(left, veth) {
+		t.Fatalf("New left a dead run's testbed in place:\n%s", left)
+	}
+	if !strings.Contains(left, tb.id) {
+		t.Fatalf("the listing does not show the new testbed either:\n%s", left)
 	}
 }
