@@ -3,6 +3,7 @@ package kernels
 import (
 	"fmt"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -232,6 +233,7 @@ func (j *job) parallel(n int) {
 	}
 	j.work()
 	j.wait()
+	j.rethrow()
 }
 
 // job is one parallel MatMuls call, shared by the caller and the helpers it
@@ -253,6 +255,7 @@ type job struct {
 	mu        sync.Mutex
 	done      *sync.Cond // signalled when remaining reaches 0 and someone parked
 	parked    bool
+	fault     any // the first memory fault a helper met (see catchFault), under mu
 }
 
 // work claims and computes chunks until none is left.
@@ -278,7 +281,7 @@ func (j *job) work() {
 		}
 		p := &j.ps[i]
 		r0 := c * p.chunkRows
-		j.rows(p, r0, min(r0+p.chunkRows, p.w.Rows), scratch)
+		j.guardedRows(p, r0, min(r0+p.chunkRows, p.w.Rows), scratch)
 		if j.remaining.Add(-1) == 0 {
 			j.mu.Lock()
 			if j.parked {
@@ -318,6 +321,61 @@ func Parallel(n, maxWorkers int, f func(worker, i int)) {
 	}
 	j.work()
 	j.wait()
+	j.rethrow()
+}
+
+// Memory faults in helpers. A weight file truncated under its mapping
+// makes the next read of it fault. The goroutine that called into the
+// kernels can turn that into an error (debug.SetPanicOnFault, as package
+// mapped's Guard does), but a helper goroutine cannot return one: a fault
+// there used to end the process. Helpers run with SetPanicOnFault on;
+// a chunk that faults is caught, counted as done so that the job ends,
+// and the fault is raised again on the caller's goroutine once the job
+// is over, where the caller's own guard (or the runtime) handles it as a
+// fault of its own. Any other panic is not caught.
+
+// faultPanic is what the runtime panics with for a memory fault when
+// SetPanicOnFault is on.
+type faultPanic interface {
+	error
+	Addr() uintptr
+}
+
+// catchFault, deferred around one chunk, records a memory fault in j.
+func (j *job) catchFault() {
+	r := recover()
+	if r == nil {
+		return
+	}
+	if _, ok := r.(faultPanic); !ok {
+		panic(r)
+	}
+	j.mu.Lock()
+	if j.fault == nil {
+		j.fault = r
+	}
+	j.mu.Unlock()
+}
+
+func (j *job) guardedRows(p *product, r0, r1 int, scratch *[]float32) {
+	defer j.catchFault()
+	j.rows(p, r0, r1, scratch)
+}
+
+func (j *job) guardedTask(worker, i int) {
+	defer j.catchFault()
+	j.task(worker, i)
+}
+
+// rethrow raises on the caller's goroutine the fault a chunk met, once
+// every chunk is over.
+func (j *job) rethrow() {
+	j.mu.Lock()
+	f := j.fault
+	j.mu.Unlock()
+	if f != nil {
+		panic(f)
+	}
 }
 
 // workTasks runs a Parallel job's items until none is left.
@@ -328,7 +386,7 @@ func (j *job) workTasks() {
 		if c >= j.chunks {
 			return
 		}
-		j.task(worker, c)
+		j.guardedTask(worker, c)
 		if j.remaining.Add(-1) == 0 {
 			j.mu.Lock()
 			if j.parked {
@@ -392,6 +450,7 @@ func (p *workerPool) ensure(n int) {
 }
 
 func (p *workerPool) worker() {
+	debug.SetPanicOnFault(true) // see catchFault
 	for {
 		p.next().work()
 	}

@@ -29,7 +29,11 @@ func Guard(fn func() error) (err error) {
 			if !ok {
 				panic(r)
 			}
-			err = fmt.Errorf("%w at address %#x: %v", ErrFault, ae.Addr(), ae)
+			if path, off, ok := live.at(ae.Addr()); ok {
+				err = fmt.Errorf("%w: %s at offset %d: the file shrank or was replaced while mapped", ErrFault, path, off)
+			} else {
+				err = fmt.Errorf("%w at address %#x: %v", ErrFault, ae.Addr(), ae)
+			}
 		}
 	}()
 	return fn()

@@ -5,6 +5,8 @@ package mapped
 import (
 	"fmt"
 	"os"
+	"sync"
+	"unsafe"
 
 	mmap "github.com/edsrzf/mmap-go"
 )
@@ -36,7 +38,9 @@ func Open(path string) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: mmap: %w", path, err)
 	}
-	return &File{path: path, m: m}, nil
+	mf := &File{path: path, m: m}
+	live.add(mf)
+	return mf, nil
 }
 
 // Bytes returns the mapped contents.
@@ -50,7 +54,42 @@ func (f *File) Close() error {
 	if f == nil || f.m == nil {
 		return nil
 	}
+	live.remove(f)
 	err := f.m.Unmap()
 	f.m = nil
 	return err
+}
+
+// live is every open mapping, so that a fault address can be named by its
+// file and offset (see Guard).
+var live = mappings{files: map[*File]struct{}{}}
+
+type mappings struct {
+	mu    sync.Mutex
+	files map[*File]struct{}
+}
+
+func (l *mappings) add(f *File) {
+	l.mu.Lock()
+	l.files[f] = struct{}{}
+	l.mu.Unlock()
+}
+
+func (l *mappings) remove(f *File) {
+	l.mu.Lock()
+	delete(l.files, f)
+	l.mu.Unlock()
+}
+
+// at returns the file mapped at addr and the offset of addr in it.
+func (l *mappings) at(addr uintptr) (path string, off int64, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for f := range l.files {
+		start := uintptr(unsafe.Pointer(unsafe.SliceData(f.m)))
+		if addr >= start && addr-start < uintptr(len(f.m)) {
+			return f.path, int64(addr - start), true
+		}
+	}
+	return "", 0, false
 }

@@ -64,6 +64,7 @@ type Server struct {
 	wg        sync.WaitGroup // connection handlers: each may be computing
 	stats     counters       // reported to heads that ping (stats.go)
 	refused   atomic.Uint64  // connections closed for MaxConns
+	damaged   error          // the first fault on the mapped weights (weights.go), under mu
 }
 
 // New returns a stage for cfg.

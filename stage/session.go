@@ -51,6 +51,9 @@ type session struct {
 }
 
 func (s *Server) openSession(hc *headConn, id uint64) error {
+	if err := s.damage(); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if old, ok := s.sessions[id]; ok {
@@ -141,7 +144,7 @@ func (s *Server) serveHead(hc *headConn) {
 		case wire.KindClose:
 			s.closeSession(hc, f.Session)
 		case wire.KindPrefill, wire.KindDecode:
-			err = s.process(f, hc, nil)
+			err = s.processGuarded(f, hc, nil)
 		case wire.KindPing:
 			err = s.pong(hc, f.Request)
 		default:
@@ -175,7 +178,7 @@ func (s *Server) serveUpstream(p *peer) {
 		m := wire.Meta{Session: f.Session, Request: f.Request, Start: f.Start}
 		switch f.Kind {
 		case wire.KindPrefill, wire.KindDecode:
-			err = s.process(f, nil, p)
+			err = s.processGuarded(f, nil, p)
 		default:
 			err = fmt.Errorf("an upstream stage may not send %v frames: %w", f.Kind, wire.ErrMalformed)
 		}
@@ -209,6 +212,9 @@ func (s *Server) process(f *wire.Frame, head *headConn, up *peer) error {
 	defer sess.mu.Unlock()
 	if err := sess.owns(head, up); err != nil {
 		return fmt.Errorf("stage %q, session %d: %w", s.cfg.Name, f.Session, err)
+	}
+	if err := s.damage(); err != nil {
+		return err
 	}
 	cfg := s.cfg.Model.Config()
 	n := int(f.Tokens)
