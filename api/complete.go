@@ -44,7 +44,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, id stri
 	if err != nil {
 		return fail(w, badRequest("messages", "rendering the chat template: %v", err))
 	}
-	if e := s.tooLong(rendered.Text); e != nil {
+	if e := s.tooLong("messages", rendered.Text); e != nil {
 		return fail(w, e)
 	}
 	j := s.newJob(true, id, &req.common, encodePrompt(s.cfg.Tokenizer, rendered))
@@ -69,7 +69,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, id string) 
 		return fail(w, e)
 	}
 	ids := req.Prompt.IDs
-	if e := s.tooLong(req.Prompt.Text); e != nil {
+	if e := s.tooLong("prompt", req.Prompt.Text); e != nil {
 		return fail(w, e)
 	}
 	if ids == nil {
@@ -104,10 +104,11 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, allowed []string
 }
 
 // tooLong refuses a prompt that cannot fit the context whatever its
-// tokenization: no token covers more than maxPiece bytes.
-func (s *Server) tooLong(text string) *apiError {
+// tokenization: no token covers more than maxPiece bytes. param names the
+// prompt's field.
+func (s *Server) tooLong(param, text string) *apiError {
 	if limit := s.maxPiece * s.cfg.ContextLen; len(text) > limit {
-		e := badRequest("messages", "This model's maximum context length is %d tokens; the prompt is %d bytes, and no token of this vocabulary is longer than %d bytes, so it is at least %d tokens. Please shorten the prompt.",
+		e := badRequest(param, "This model's maximum context length is %d tokens; the prompt is %d bytes, and no token of this vocabulary is longer than %d bytes, so it is at least %d tokens. Please shorten the prompt.",
 			s.cfg.ContextLen, len(text), s.maxPiece, (len(text)+s.maxPiece-1)/s.maxPiece)
 		e.Code = ptr("context_length_exceeded")
 		return e
@@ -156,6 +157,14 @@ func (s *Server) newJob(isChat bool, id string, c *common, prompt []int) *job {
 	return j
 }
 
+// promptParam is the request field that holds the prompt.
+func (j *job) promptParam() string {
+	if j.chat {
+		return "messages"
+	}
+	return "prompt"
+}
+
 // run checks the token budget against the context, admits the request and
 // generates, streaming or not. It returns the HTTP status sent.
 func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job, maxTokens *int64, def int) int {
@@ -168,10 +177,10 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job, maxTokens *
 		want = *maxTokens
 	}
 	if n == 0 {
-		return fail(w, badRequest("prompt", "the prompt is empty"))
+		return fail(w, badRequest(j.promptParam(), "the prompt is empty"))
 	}
 	if int64(n) > int64(ctxLen) || want > int64(ctxLen-n) || want < 1 {
-		return fail(w, contextExceeded(ctxLen, n, int(max(0, min(want, 1<<40)))))
+		return fail(w, contextExceeded(j.promptParam(), ctxLen, n, int(max(0, min(want, 1<<40)))))
 	}
 	j.req.MaxTokens = int(want)
 	release, e := s.admit.acquire(r.Context())

@@ -38,15 +38,27 @@ func badRequest(param, format string, args ...any) *apiError {
 	return &apiError{Status: http.StatusBadRequest, Type: typeInvalid, Param: ptr(param), Message: fmt.Sprintf(format, args...)}
 }
 
-// unsupported is the 400 for a field Seam does not implement.
+// unsupported is the 400 for a field Seam does not implement at all
+// (OpenAI's code for a parameter a model does not take).
 func unsupported(param, why string) *apiError {
 	e := badRequest(param, "%s is not supported by Seam: %s", param, why)
 	e.Code = ptr("unsupported_parameter")
 	return e
 }
 
-func contextExceeded(limit, prompt, completion int) *apiError {
-	e := badRequest("messages", "This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the prompt, %d for the completion). Please reduce the prompt or max_tokens.",
+// unsupportedValue is the 400 for a field Seam takes only at some values
+// (n = 1, presence_penalty 0, ...), given another: OpenAI's code for a
+// parameter a model takes only at its default.
+func unsupportedValue(param, why string) *apiError {
+	e := badRequest(param, "%s: this value is not supported by Seam: %s", param, why)
+	e.Code = ptr("unsupported_value")
+	return e
+}
+
+// contextExceeded is the 400 for a prompt and max_tokens past the context;
+// param is the prompt's field ("messages" or "prompt").
+func contextExceeded(param string, limit, prompt, completion int) *apiError {
+	e := badRequest(param, "This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the prompt, %d for the completion). Please reduce the prompt or max_tokens.",
 		limit, prompt+completion, prompt, completion)
 	e.Code = ptr("context_length_exceeded")
 	return e

@@ -101,11 +101,17 @@ func jsonError(where string, err error) *apiError {
 		if field == "" {
 			return badRequest("", "request body must be a JSON object, got %s", te.Value)
 		}
-		return badRequest(field, "%s: want %s, got %s", field, jsonType(te.Type.String()), te.Value)
+		e := badRequest(field, "%s: want %s, got %s", field, jsonType(te.Type.String()), te.Value)
+		e.Code = ptr("invalid_type")
+		return e
 	case errors.As(err, &se):
 		return badRequest("", "malformed JSON at byte %d: %v", se.Offset, err)
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return badRequest("", "malformed JSON: the body ends in the middle of a value")
+	}
+	var ae *apiError
+	if errors.As(err, &ae) { // from a custom decoder, complete with its code
+		return ae
 	}
 	var fe *fieldError
 	if errors.As(err, &fe) {
@@ -150,7 +156,7 @@ func checkFields(fields map[string]json.RawMessage, allowed []string) *apiError 
 		case contains(allowed, k), contains(ignoredFields, k):
 		case defaultOnly[k] != "":
 			if !isDefault(v) {
-				return unsupported(k, fmt.Sprintf("only the default (%s) is accepted", defaultOnly[k]))
+				return unsupportedValue(k, fmt.Sprintf("only the default (%s) is accepted", defaultOnly[k]))
 			}
 		default:
 			why := refusalReasons[k]
@@ -218,8 +224,75 @@ func (s stopList) check() *apiError {
 
 // streamOptions is OpenAI's stream_options.
 type streamOptions struct {
-	IncludeUsage       bool  `json:"include_usage"`
-	IncludeObfuscation *bool `json:"include_obfuscation"`
+	IncludeUsage       bool
+	IncludeObfuscation *bool
+}
+
+// UnmarshalJSON decodes stream_options strictly, like the request itself:
+// a key other than include_usage and include_obfuscation, spelled exactly
+// (Go's decoder would match "Include_Usage" too), is refused by name, so
+// that a misspelt option is never silently ignored.
+func (o *streamOptions) UnmarshalJSON(b []byte) error {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b, &fields); err != nil || fields == nil {
+		e := badRequest("stream_options", "stream_options: want an object, got %s", jsonKind(b))
+		e.Code = ptr("invalid_type")
+		return e
+	}
+	names := make([]string, 0, len(fields))
+	for k := range fields {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		if k != "include_usage" && k != "include_obfuscation" {
+			return unsupported("stream_options."+k, "stream_options takes include_usage and include_obfuscation only")
+		}
+	}
+	*o = streamOptions{}
+	for _, k := range names {
+		v := fields[k]
+		if string(bytes.TrimSpace(v)) == "null" {
+			continue
+		}
+		var x bool
+		if json.Unmarshal(v, &x) != nil {
+			e := badRequest("stream_options."+k, "stream_options.%s: want a boolean, got %s", k, jsonKind(v))
+			e.Code = ptr("invalid_type")
+			return e
+		}
+		if k == "include_usage" {
+			o.IncludeUsage = x
+		} else {
+			o.IncludeObfuscation = &x
+		}
+	}
+	return nil
+}
+
+// jsonKind names the kind of a JSON value for error messages, as Go's
+// decoder does ("string", "number", ...), quoting short scalars.
+func jsonKind(v []byte) string {
+	s := bytes.TrimSpace(v)
+	kind := "number"
+	switch {
+	case len(s) == 0:
+		return "nothing"
+	case s[0] == '"':
+		kind = "string"
+	case s[0] == '{':
+		return "object"
+	case s[0] == '[':
+		return "array"
+	case s[0] == 't' || s[0] == 'f':
+		kind = "bool"
+	case s[0] == 'n':
+		return "null"
+	}
+	if len(s) <= 32 {
+		return kind + " " + string(s)
+	}
+	return kind
 }
 
 // common are the fields both endpoints share.
@@ -240,7 +313,7 @@ func (c *common) check() *apiError {
 	case c.Model == nil || *c.Model == "":
 		return badRequest("model", "model is required")
 	case c.N != nil && *c.N != 1:
-		return unsupported("n", fmt.Sprintf("one choice per request only (n = 1), got n = %d", *c.N))
+		return unsupportedValue("n", fmt.Sprintf("one choice per request only (n = 1), got n = %d", *c.N))
 	case c.Temperature != nil && (math.IsNaN(*c.Temperature) || *c.Temperature < 0 || *c.Temperature > 2):
 		return badRequest("temperature", "temperature: want a number in [0, 2], got %v", *c.Temperature)
 	case c.TopP != nil && (math.IsNaN(*c.TopP) || *c.TopP <= 0 || *c.TopP > 1):
@@ -248,7 +321,7 @@ func (c *common) check() *apiError {
 	case c.StreamOptions != nil && !c.Stream:
 		return badRequest("stream_options", "stream_options is only allowed with stream: true")
 	case c.StreamOptions != nil && c.StreamOptions.IncludeObfuscation != nil && *c.StreamOptions.IncludeObfuscation:
-		return unsupported("stream_options.include_obfuscation", "Seam does not pad stream events")
+		return unsupportedValue("stream_options.include_obfuscation", "Seam does not pad stream events (false is accepted)")
 	}
 	return c.Stop.check()
 }
@@ -393,11 +466,11 @@ func (r *legacyRequest) check() *apiError {
 	case r.Prompt == nil:
 		return badRequest("prompt", "prompt is required")
 	case r.Echo:
-		return unsupported("echo", "the prompt is not echoed back")
+		return unsupportedValue("echo", "the prompt is not echoed back (false is accepted)")
 	case r.BestOf != nil && *r.BestOf != 1:
-		return unsupported("best_of", "one candidate per request only (best_of = 1)")
+		return unsupportedValue("best_of", "one candidate per request only (best_of = 1)")
 	case r.Suffix != nil && *r.Suffix != "":
-		return unsupported("suffix", "Seam does not insert text")
+		return unsupportedValue("suffix", "Seam does not insert text (empty or null is accepted)")
 	case r.Logprobs != nil && (*r.Logprobs < 0 || *r.Logprobs > maxCompletionL):
 		return badRequest("logprobs", "logprobs: want 0..%d, got %d", maxCompletionL, *r.Logprobs)
 	}
