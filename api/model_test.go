@@ -244,49 +244,53 @@ func TestConcurrentStreams(t *testing.T) {
 	}
 }
 
-var sessionsRe = regexp.MustCompile(`(?m)^seam_stage_sessions\{addr="[^"]+",stage="(\d)"\} (\d+)$`)
-
-// stageSessions reads seam_stage_sessions for every stage from /metrics.
-func stageSessions(t testing.TB, url string) map[string]int {
-	resp, err := http.Get(url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	out := map[string]int{}
-	for _, m := range sessionsRe.FindAllStringSubmatch(string(b), -1) {
-		out[m[1]], _ = strconv.Atoi(m[2])
-	}
-	return out
-}
-
 // A client that disconnects mid-stream frees its KV caches on every stage
-// within a second, as /metrics shows.
+// within a second, as /metrics shows: while the stream runs each stage
+// holds one session and one session's KV cache, afterwards none.
 func TestDisconnectFreesKV(t *testing.T) {
 	m := stories(t)
-	_, url := serveSplit(t, m, startStages(t, m, 3, 2*time.Millisecond), 10*time.Second)
+	procs := startStages(t, m, 3, 2*time.Millisecond)
+	_, url := serveSplit(t, m, procs, 10*time.Second)
+	// One session's KV cache on layers [first, last): keys and values of
+	// kvDim float32s for every position of the context, on every layer.
+	c := m.Weights.Config
+	if c.HeadSize != 0 {
+		t.Fatalf("stories260K has head size %d; this test derives it from dim / heads", c.HeadSize)
+	}
+	kvDim := c.Dim / c.NHeads * c.NKVHeads
+	perSession := map[string]float64{}
+	for i, p := range procs {
+		layers := p.cfg.Model.W.Last - p.cfg.Model.W.First
+		perSession[strconv.Itoa(i+1)] = float64(layers * c.SeqLen * kvDim * 2 * 4)
+	}
 	ch, closeBody := stream(t, context.Background(), url, `{"model":"stories260K","prompt":"Once upon a time","max_tokens":400,"stream":true}`)
 	for range 5 {
 		<-ch
 	}
-	waitMetrics(t, url, 1, 5*time.Second) // the poll shows the session held
+	waitMetrics(t, url, 1, perSession, 5*time.Second) // the poll shows the session held
 	closeBody()
 	t0 := time.Now()
-	waitMetrics(t, url, 0, time.Second)
-	t.Logf("/metrics showed every stage's session freed %v after the client disconnected", time.Since(t0))
+	waitMetrics(t, url, 0, perSession, time.Second)
+	t.Logf("/metrics showed every stage's session and KV cache freed %v after the client disconnected (KV per session by stage: %v bytes)", time.Since(t0), perSession)
 }
 
-func waitMetrics(t *testing.T, url string, want int, within time.Duration) {
+// waitMetrics waits until /metrics shows want sessions on each of the 3
+// stages, holding want x perSession[stage] bytes of KV cache.
+func waitMetrics(t *testing.T, url string, want int, perSession map[string]float64, within time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		s := stageSessions(t, url)
-		if len(s) == 3 && s["1"] == want && s["2"] == want && s["3"] == want {
+		ss := scrape(t, url)
+		sessions, kv := values(ss, "seam_stage_sessions", "stage"), values(ss, "seam_stage_kv_cache_bytes", "stage")
+		ok := len(sessions) == 3 && len(kv) == 3
+		for st, per := range perSession {
+			ok = ok && sessions[st] == float64(want) && kv[st] == float64(want)*per
+		}
+		if ok {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("stage sessions %v, want %d on each of 3 stages within %v", s, want, within)
+			t.Fatalf("stage sessions %v and KV bytes %v; want %d session(s) on each of 3 stages holding %d x %v bytes, within %v", sessions, kv, want, want, perSession, within)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
