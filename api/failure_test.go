@@ -4,7 +4,9 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -145,5 +147,163 @@ func readAll(resp *http.Response) string {
 		if err != nil {
 			return b.String()
 		}
+	}
+}
+
+// stallProxy forwards TCP connections on loopback to target until stalled:
+// then it holds every byte it reads, both ways, until resumed. The
+// connections stay open, so to both ends the other has just gone silent,
+// as a hung process or a dead link looks.
+type stallProxy struct {
+	ln      net.Listener
+	target  string
+	mu      sync.Mutex
+	cond    *sync.Cond
+	stalled bool
+	closed  bool
+	conns   []net.Conn
+}
+
+func newStallProxy(t *testing.T, target string) *stallProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &stallProxy{ln: ln, target: target}
+	p.cond = sync.NewCond(&p.mu)
+	go p.accept()
+	t.Cleanup(p.close)
+	return p
+}
+
+func (p *stallProxy) addr() string { return p.ln.Addr().String() }
+
+func (p *stallProxy) accept() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		up, err := net.Dial("tcp", p.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			c.Close()
+			up.Close()
+			return
+		}
+		p.conns = append(p.conns, c, up)
+		p.mu.Unlock()
+		go p.pipe(up, c)
+		go p.pipe(c, up)
+	}
+}
+
+// pipe copies src to dst, holding what it read while the proxy is stalled.
+func (p *stallProxy) pipe(dst, src net.Conn) {
+	defer dst.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		p.mu.Lock()
+		for p.stalled && !p.closed {
+			p.cond.Wait()
+		}
+		closed := p.closed
+		p.mu.Unlock()
+		if closed {
+			return
+		}
+		if n > 0 {
+			if _, err := dst.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (p *stallProxy) stall(on bool) {
+	p.mu.Lock()
+	p.stalled = on
+	p.cond.Broadcast()
+	p.mu.Unlock()
+}
+
+func (p *stallProxy) close() {
+	p.mu.Lock()
+	p.closed = true
+	p.cond.Broadcast()
+	conns := p.conns
+	p.mu.Unlock()
+	p.ln.Close()
+	for _, c := range conns {
+		c.Close()
+	}
+}
+
+// A stage that goes silent mid-stream (its connections open, nothing
+// flowing: a hung process or a dead link) fails the stream within --timeout
+// with an error event naming it; /health goes 503 naming it, and once it
+// answers again requests succeed without restarting the API.
+func TestStageSilentMidStream(t *testing.T) {
+	m := stories(t)
+	procs := startStages(t, m, 3, 2*time.Millisecond)
+	proxy := newStallProxy(t, procs[1].addr)
+	// The head and stage 1 both reach stage 2 through the proxy: the head
+	// routes stage 1 to the address it was given.
+	chain := []*stageProc{procs[0], {addr: proxy.addr()}, procs[2]}
+	const timeout = time.Second
+	_, url := serveSplit(t, m, chain, timeout)
+	stage2 := "stage 2 (" + proxy.addr()
+	const greedy = `{"model":"stories260K","prompt":"Once upon a time","max_tokens":8,"temperature":0}`
+	resp, before := httpPost(t, url+"/v1/completions", greedy)
+	if resp.StatusCode != 200 {
+		t.Fatalf("before the stall: %d %s", resp.StatusCode, before)
+	}
+
+	ch, _ := stream(t, context.Background(), url, `{"model":"stories260K","prompt":"Once upon a time","max_tokens":480,"temperature":0,"stream":true}`)
+	for range 5 {
+		if ev := <-ch; ev.Error != "" || ev.Done {
+			t.Fatalf("stream ended before the stall: %+v", ev)
+		}
+	}
+	proxy.stall(true)
+	stalled := time.Now()
+	_, done, errMsg := collect(ch)
+	took := time.Since(stalled)
+	t.Logf("client saw %q %v after the stall", errMsg, took)
+	if done || !strings.Contains(errMsg, stage2) {
+		t.Fatalf("stage 2 silent: done %v, error %q; want an error event naming %s...) and no [DONE]", done, errMsg, stage2)
+	}
+	// The reply in flight is given up after --timeout (it was sent at most
+	// a token's time, about 10 ms, before the stall); naming the silent
+	// stage pings every stage for at most a quarter of it more. Measured:
+	// ~1.25 s.
+	if took < timeout-100*time.Millisecond || took > timeout+time.Second {
+		t.Fatalf("the error came %v after the stall; want --timeout %v plus at most 1 s", took, timeout)
+	}
+
+	waitHealth(t, url, func(code int, body string) bool { return code == 503 && strings.Contains(body, stage2) })
+	resp, body := httpPost(t, url+"/v1/completions", greedy)
+	if resp.StatusCode != 503 || !strings.Contains(body, stage2) || !strings.Contains(body, "stage_unavailable") {
+		t.Fatalf("request while stage 2 is silent: %d %s", resp.StatusCode, body)
+	}
+
+	proxy.stall(false)
+	resumed := time.Now()
+	waitHealth(t, url, func(code int, _ string) bool { return code == 200 })
+	t.Logf("/health ready %v after stage 2 answered again", time.Since(resumed))
+	resp, after := httpPost(t, url+"/v1/completions", greedy)
+	strip := regexp.MustCompile(`"(id|created)":("[^"]*"|\d+)`)
+	if resp.StatusCode != 200 || strip.ReplaceAllString(after, "") != strip.ReplaceAllString(before, "") {
+		t.Fatalf("after the stall: %d %s\nbefore: %s", resp.StatusCode, after, before)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/seamlm/seam/wire"
@@ -79,4 +80,51 @@ func (c *Chain) Err() error {
 func (c *Chain) stageInfo(i int) (addr, name string, layers wire.LayerRange) {
 	sc := c.stages[i]
 	return sc.addr, sc.name, sc.layers
+}
+
+// silentStages pings every stage when a reply is overdue and returns an
+// error naming those that do not answer within a quarter of the timeout (at
+// most 2 s), or nil when all answer: a reply that never comes is stuck at a
+// stage that has gone silent, and the error must say which.
+func (c *Chain) silentStages() error {
+	d := min(c.opts.Timeout/4, 2*time.Second)
+	type answer struct {
+		i   int
+		err error
+	}
+	answers := make(chan answer, len(c.stages)) // buffered: a late answer never blocks
+	for i := range c.stages {
+		go func() {
+			_, _, err := c.Ping(context.Background(), i, d)
+			answers <- answer{i, err}
+		}()
+	}
+	silent := make([]string, len(c.stages))
+	for _, sc := range c.stages { // until it answers; a ping stuck in sending never does
+		silent[sc.index] = fmt.Sprintf("%v did not answer a ping within %v", sc, d)
+	}
+	t := time.NewTimer(d + d/4)
+	defer t.Stop()
+wait:
+	for range c.stages {
+		select {
+		case a := <-answers:
+			silent[a.i] = ""
+			if a.err != nil && !errors.Is(a.err, ErrNoPing) {
+				silent[a.i] = a.err.Error()
+			}
+		case <-t.C:
+			break wait
+		}
+	}
+	var named []string
+	for _, s := range silent {
+		if s != "" {
+			named = append(named, s)
+		}
+	}
+	if len(named) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(named, "; "))
 }

@@ -344,6 +344,9 @@ func (c *Chain) wait(ctx context.Context, req uint64, ch chan event) (event, err
 		return ev, ev.err
 	case <-t.C:
 		err := fmt.Errorf("no reply from the stages within %v (request %d); the chain is abandoned", c.opts.Timeout, req)
+		if silent := c.silentStages(); silent != nil {
+			err = fmt.Errorf("%w: %w", silent, err) // name where it is stuck
+		}
 		c.fail(err)
 		return event{}, err
 	case <-ctx.Done():
