@@ -1,16 +1,53 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
+	"math"
 	"net"
+	"strings"
 	"testing"
 
 	"github.com/seamlm/seam/api"
 	"github.com/seamlm/seam/generate"
+	"github.com/seamlm/seam/internal/testmodels"
+	"github.com/seamlm/seam/loader"
 	"github.com/seamlm/seam/scheduler"
 	"github.com/seamlm/seam/synth"
 )
+
+// seam bench api's driver on stories260K: two rounds of 8 greedy tokens,
+// the first discarded; both sides generate the 8 tokens, each side's one
+// measured run has a speed and a CPU time, and the log says what it did.
+func TestAPIOverhead(t *testing.T) {
+	m, err := loader.Open(testmodels.Path(t, testmodels.Stories260K), loader.Options{TokenizerPath: testmodels.Path(t, testmodels.Tok512)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	var log bytes.Buffer
+	res, err := APIOverhead(context.Background(), m, APIOptions{Prompt: "Once upon a time", Tokens: 8, Rounds: 2, Log: &log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%+v\n%s", res, log.String())
+	finite := func(x float64) bool { return x > 0 && !math.IsInf(x, 0) && !math.IsNaN(x) }
+	if res.Tokens != 8 || len(res.Run) != 1 || len(res.API) != 1 || len(res.RunCPU) != 1 || len(res.APICPU) != 1 {
+		t.Fatalf("result %+v: want 8 tokens and one measured run a side", res)
+	}
+	for what, x := range map[string]float64{"run tok/s": res.Run[0], "api tok/s": res.API[0], "run CPU": res.RunCPU[0], "api CPU": res.APICPU[0],
+		"ratio": res.Ratio(), "CPU ratio": res.CPURatio()} {
+		if !finite(x) {
+			t.Errorf("%s = %v, want a positive finite number", what, x)
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(log.String()), "\n")
+	if len(lines) != 4 || strings.Count(log.String(), "(warm-up, discarded)") != 2 || strings.Count(log.String(), " 8 tokens") != 4 ||
+		!strings.HasPrefix(lines[0], "round 1 run") || !strings.HasPrefix(lines[2], "round 2 api") {
+		t.Errorf("log:\n%s\nwant round 1 run then api (discarded), round 2 api then run, 8 tokens each", log.String())
+	}
+}
 
 // instant is an engine whose forward pass costs nothing: it returns logits
 // over a 32000-word vocabulary that make the next token cycle through ids,
