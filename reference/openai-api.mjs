@@ -40,10 +40,15 @@ out.completionStream = await collect(
   await client.completions.create({ model, prompt, max_tokens: 60, temperature: 0, stream: true, stream_options: { include_usage: true } }),
   (ch) => ch.text);
 
-// stop sequences, not streamed and streamed (the stop text must never show)
+// stop sequences, not streamed and streamed (the stop text must never show).
+// Both stops occur in the greedy texts (the Go test fails if they do not):
+// "Lily" in the completion, "dog" (mid-token: " dog") and "\n" in the chat.
 const stopped = await client.completions.create({ model, prompt, max_tokens: 60, temperature: 0, stop: ["Lily"] });
 out.stop = { text: stopped.choices[0].text, finish: stopped.choices[0].finish_reason };
-const streamedStop = await client.chat.completions.create({ model, messages, max_tokens: 60, temperature: 0, stop: ["dog", "\n"], stream: true });
+const chatStops = ["dog", "\n"];
+const stoppedChat = await client.chat.completions.create({ model, messages, max_tokens: 60, temperature: 0, stop: chatStops });
+out.stopChat = { text: stoppedChat.choices[0].message.content, finish: stoppedChat.choices[0].finish_reason };
+const streamedStop = await client.chat.completions.create({ model, messages, max_tokens: 60, temperature: 0, stop: chatStops, stream: true });
 const pieces = [];
 out.stopStream = await collect(streamedStop, (ch) => { if (ch.delta.content) pieces.push(ch.delta.content); return ch.delta.content; });
 out.stopStream.pieces = pieces;

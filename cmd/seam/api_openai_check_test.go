@@ -34,16 +34,22 @@ func checkOpenAIRun(t *testing.T, r *openaiRun, runText string, promptTokens, ch
 			t.Errorf("a streamed piece leaks a stop string: %q", p)
 		}
 	}
-	if full := r.Chat.Text; strings.Contains(full, "\n") || strings.Contains(full, "dog") {
-		cut := len(full)
-		for _, s := range []string{"dog", "\n"} {
-			if i := strings.Index(full, s); i >= 0 && i < cut {
-				cut = i
-			}
+	// The chat with stops "dog" and "\n", streamed and not: the greedy chat
+	// text (40 tokens) up to the first stop. The stops must occur in it,
+	// after its start, or this would check nothing.
+	full, cut := r.Chat.Text, -1
+	for _, s := range []string{"dog", "\n"} {
+		if i := strings.Index(full, s); i >= 0 && (cut < 0 || i < cut) {
+			cut = i
 		}
-		if r.StopStream.Text != full[:cut] || r.StopStream.Finish != "stop" {
-			t.Errorf("streamed stop: %q %s, want %q", r.StopStream.Text, r.StopStream.Finish, full[:cut])
-		}
+	}
+	switch {
+	case cut <= 0:
+		t.Errorf("the greedy chat text %q holds neither stop (\"dog\", \"\\n\") after its start: choose stops that occur in it", full)
+	case r.StopChat.Text != full[:cut] || r.StopChat.Finish != "stop":
+		t.Errorf("chat stop: %q %s, want %q and stop", r.StopChat.Text, r.StopChat.Finish, full[:cut])
+	case r.StopStream.Text != full[:cut] || r.StopStream.Finish != "stop":
+		t.Errorf("streamed chat stop: %q %s, want %q and stop", r.StopStream.Text, r.StopStream.Finish, full[:cut])
 	}
 	if r.MaxTokens.Finish != "length" || r.MaxTokens.Usage.CompletionTokens != 7 {
 		t.Errorf("max_completion_tokens 7: %+v", r.MaxTokens)

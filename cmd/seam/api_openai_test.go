@@ -30,6 +30,7 @@ type openaiRun struct {
 		Usage                usageJSON
 	}
 	Stop      struct{ Text, Finish string }
+	StopChat  struct{ Text, Finish string } `json:"stopChat"`
 	MaxTokens struct {
 		Finish string
 		Usage  usageJSON
