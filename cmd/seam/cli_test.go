@@ -42,6 +42,8 @@ func TestRunRefusals(t *testing.T) {
 	}{
 		{[]string{"-n", "1", "Once upon a time"}, "-n/--steps 1: the prompt alone is 5 tokens (BOS included, when the vocabulary adds one) and steps count its positions, so 1 steps generate nothing: give at least 5"},
 		{[]string{"-n", "0", "hi"}, "-n/--steps 0: want at least 1"},
+		{[]string{"-n", "600", "hi"}, "-n/--steps 600: the model's context length is 512 positions, prompt included: give at most -n 512"},
+		{[]string{"--split", "2", "-n", "513", "hi"}, "-n/--steps 513: the model's context length is 512 positions"},
 		{[]string{"--split", "-2", "hi"}, "--split -2: want the number of in-process stages, 1 or more"},
 		{[]string{"--split", "0", "hi"}, "--split 0: want the number of in-process stages"},
 		{[]string{"--wire", "q8", "hi"}, "--wire applies between pipeline stages: add --stages or --split"},
@@ -80,6 +82,36 @@ func TestRunSpeedsAndUnquotedPrompt(t *testing.T) {
 	unquoted, _, err := seamAll(t, append(append([]string{"run"}, m...), "-n", "40", "--temperature", "0", "Once", "upon", "a", "time")...)
 	if err != nil || unquoted != quoted {
 		t.Errorf("unquoted prompt: %q, %v; quoted: %q", unquoted, err, quoted)
+	}
+}
+
+// Left out, -n (256) stops at a shorter context; given beyond it, it is
+// refused, in run and demo alike.
+func TestStepsAndContext(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "ctx64.gguf")
+	mustSeam(t, "bench", "make-gguf", "--out", src, "--dim", "64", "--hidden", "128", "--heads", "4", "--kv-heads", "4",
+		"--vocab", "300", "--seq-len", "64", "--layers", "2", "--matrices", "f32", "--embedding", "f32")
+	// Random weights may end the text early; a run of the default length
+	// would end by "length", beyond the context.
+	_, stderr, err := seamAll(t, "run", "--model", src, "--temperature", "0", "hi")
+	if err != nil || !(strings.Contains(stderr, "stop: context") || strings.Contains(stderr, "stop: eos") || strings.Contains(stderr, "stop: bos")) {
+		t.Fatalf("default -n on a context of 64: %v, %q", err, stderr)
+	}
+	for _, c := range []struct {
+		n    string
+		args []string
+	}{
+		{"65", []string{"run", "--model", src, "hi"}},
+		{"100", []string{"demo", "--model", src, "--split", "0"}},
+	} {
+		out, _, err := seamAll(t, append(c.args, "-n", c.n)...)
+		want := "-n/--steps " + c.n + ": the model's context length is 64 positions, prompt included: give at most -n 64"
+		if err == nil || err.Error() != want || out != "" {
+			t.Errorf("%v -n %s: %v, printed %q; want %q", c.args, c.n, err, out, want)
+		}
+	}
+	if _, _, err := seamAll(t, "run", "--model", src, "-n", "64", "--temperature", "0", "hi"); err != nil {
+		t.Errorf("-n equal to the context: %v", err)
 	}
 }
 

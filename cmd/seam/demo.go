@@ -68,9 +68,7 @@ wire, sampling), not a trained model.`,
 	cmd.Flags().StringVar(&modelPath, "model", "", "a real model to use instead of the random-weight one")
 	cmd.Flags().StringVar(&tokPath, "tokenizer", "", "llama2.c tokenizer file (with a llama2.c --model)")
 	cmd.Flags().IntVar(&split, "split", 3, "stages to split the model into for the second run (0: skip it)")
-	sf.register(cmd)
-	cmd.Flags().Lookup("steps").DefValue = "64"
-	cmd.Flags().Set("steps", "64")
+	sf.register(cmd, 64)
 	cmd.Flags().Set("seed", "1")
 	cmd.Flags().Lookup("seed").DefValue = "1"
 	return cmd
@@ -79,7 +77,7 @@ wire, sampling), not a trained model.`,
 // demoRun generates once, whole (split == 0) or through split in-process
 // stages, streaming to stdout, and returns the text.
 func demoRun(cmd *cobra.Command, m *loader.Model, prompt string, sf *samplingFlags, split int) (string, error) {
-	smp, err := sf.sampler()
+	smp, steps, err := sf.forModel(cmd, m.Weights.Config.SeqLen)
 	if err != nil {
 		return "", err
 	}
@@ -122,7 +120,7 @@ func demoRun(cmd *cobra.Command, m *loader.Model, prompt string, sf *samplingFla
 	var text strings.Builder
 	out := io.MultiWriter(cmd.OutOrStdout(), &text)
 	st, err := generate.Generate(cmd.Context(), sess, m.Tokenizer, m.Weights.Config.SeqLen, prompt,
-		generate.Options{Steps: sf.steps, Sampler: smp, EchoPrompt: true}, out)
+		generate.Options{Steps: steps, Sampler: smp, EchoPrompt: true}, out)
 	fmt.Fprintln(cmd.OutOrStdout())
 	if err != nil {
 		return "", err

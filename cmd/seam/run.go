@@ -61,20 +61,20 @@ prints the speeds so far.`,
 					return err
 				}
 				defer stop()
-				return runGeneration(cmd, sess, head.Tokenizer, head.Config.SeqLen, prompt, sf.steps, smp)
+				return runGeneration(cmd, sess, head.Tokenizer, head.Config.SeqLen, prompt, &sf, smp)
 			}
 			m, sess, err := localSession(modelPath, tokPath)
 			if err != nil {
 				return err
 			}
 			defer m.Close()
-			return runGeneration(cmd, sess, m.Tokenizer, m.Weights.Config.SeqLen, prompt, sf.steps, smp)
+			return runGeneration(cmd, sess, m.Tokenizer, m.Weights.Config.SeqLen, prompt, &sf, smp)
 		},
 	}
 	cmd.Flags().StringVar(&modelPath, "model", "", "model: GGUF file, llama2.c checkpoint or container directory (required)")
 	cmd.Flags().StringVar(&tokPath, "tokenizer", "", "llama2.c tokenizer file (required for llama2.c checkpoints)")
 	cmd.MarkFlagRequired("model")
-	sf.register(cmd)
+	sf.register(cmd, 256)
 	split.register(cmd)
 	return cmd
 }
@@ -95,9 +95,13 @@ func localSession(modelPath, tokPath string) (*loader.Model, generate.Session, e
 
 // runGeneration streams a generation to stdout and its speeds to stderr,
 // also when Ctrl-C or SIGTERM stops it.
-func runGeneration(cmd *cobra.Command, sess generate.Session, tok tokenizer.Tokenizer, contextLen int, prompt string, steps int, smp *sample.Sampler) error {
+func runGeneration(cmd *cobra.Command, sess generate.Session, tok tokenizer.Tokenizer, contextLen int, prompt string, sf *samplingFlags, smp *sample.Sampler) error {
 	ctx := cmd.Context()
 	defer sess.Close()
+	steps, err := sf.stepsFor(cmd, contextLen)
+	if err != nil {
+		return err
+	}
 	out := bufio.NewWriter(cmd.OutOrStdout())
 	start := time.Now()
 	st, err := generate.Generate(ctx, sess, tok, contextLen, prompt,
