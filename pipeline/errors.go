@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"unicode"
 
 	"github.com/seamlm/seam/wire"
@@ -19,6 +21,14 @@ type StageError struct {
 
 func (e *StageError) Error() string {
 	msg := e.Remote.Message
+	// A stage says `stage "NAME" is shutting down (why)`; when e.Stage
+	// already names it, say the name once: `stage 2 (ADDR, "NAME", layers
+	// [3,6)) is shutting down (why)`.
+	if rest, ok := strings.CutPrefix(msg, "stage "); ok && e.Remote.Code == wire.CodeShutdown {
+		if name, err := strconv.QuotedPrefix(rest); err == nil && strings.Contains(e.Stage, name) {
+			return e.Stage + rest[len(name):]
+		}
+	}
 	switch e.Remote.Code {
 	case wire.CodeInternal, wire.CodeShutdown:
 		// The message says it: "is shutting down (SIGTERM)", "may not dial ...".

@@ -296,8 +296,11 @@ func TestShutdownTellsTheHead(t *testing.T) {
 		}
 		err = <-errs
 		var se *pipeline.StageError
-		want := fmt.Sprintf("stage %q is shutting down (received SIGTERM)", fmt.Sprintf("local-%d", victim+1))
-		if !errors.As(err, &se) || !se.Shutdown() || !strings.Contains(err.Error(), want) {
+		// The head's description of the stage, naming it once, then why.
+		name := fmt.Sprintf("%q", fmt.Sprintf("local-%d", victim+1))
+		want := fmt.Sprintf("stage %d (", victim+1)
+		if !errors.As(err, &se) || !se.Shutdown() || !strings.HasPrefix(se.Error(), want) || strings.Count(err.Error(), name) != 1 ||
+			!strings.Contains(se.Error(), name+", layers ") || !strings.HasSuffix(se.Error(), ") is shutting down (received SIGTERM)") {
 			t.Fatalf("victim %d: head saw %v, want a shutdown naming the stage (%q)", victim+1, err, want)
 		}
 		t.Logf("victim %d: %v", victim+1, err)
