@@ -543,6 +543,48 @@ func shortfall(r *Request) error {
 		return fmt.Errorf("the model does not fit in the pool: short by %s; it needs %s (%s), the pool offers %s (%s); add a member or lower --sessions",
 			GiB(need-have), GiB(need), detail, GiB(have), strings.Join(parts, ", "))
 	}
-	return fmt.Errorf("the model does not fit in the pool as whole layers: it needs %s (%s) and the pool offers %s (%s), but no member order gives every stage whole layers and the first and last stages room for the embedding and classifier; add a member or lower --sessions",
-		GiB(need), detail, GiB(have), strings.Join(parts, ", "))
+	// Enough bytes, but not as whole layers: say how many layers the best
+	// arrangement holds.
+	n, first, last := maxLayers(r)
+	if n == 0 {
+		return fmt.Errorf("the model does not fit in the pool as whole layers: no member has room for the embedding (%s) or the classifier (%s) with one layer and %s overhead; the pool offers %s (%s); add a bigger member or lower --sessions",
+			GiB(r.Shape.EmbedBytes), GiB(r.Shape.HeadBytes), GiB(r.Overhead), GiB(have), strings.Join(parts, ", "))
+	}
+	return fmt.Errorf("the model does not fit in the pool as whole layers: short by %d layers (%s); the best arrangement (first %s, last %s) holds %d of its %d layers of %s each (weights %s + KV for %d sessions %s); the pool offers %s (%s) but each member's remainder is less than a layer; add a member or lower --sessions",
+		L-n, GiB(int64(L-n)*perLayer), first, last, n, L, GiB(perLayer), GiB(r.Shape.LayerBytes), r.Sessions,
+		GiB(int64(r.Sessions)*r.Shape.KVBytesPerLayer()), GiB(have), strings.Join(parts, ", "))
+}
+
+// maxLayers is the most layers the members can hold as whole layers: a
+// first stage (with the embedding), a last one (with the classifier), and
+// every other member in the middle; 0 when no member can be first or last.
+func maxLayers(r *Request) (n int, first, last string) {
+	ms := r.Members
+	for i := range ms { // one member, first and last
+		if c := r.capacity(&ms[i], true, true); c > n {
+			n, first, last = c, ms[i].String(), ms[i].String()
+		}
+	}
+	for f := range ms {
+		cf := r.capacity(&ms[f], true, false)
+		if cf < 1 {
+			continue
+		}
+		for l := range ms {
+			cl := r.capacity(&ms[l], false, true)
+			if l == f || cl < 1 {
+				continue
+			}
+			total := cf + cl
+			for i := range ms {
+				if i != f && i != l {
+					total += r.capacity(&ms[i], false, false)
+				}
+			}
+			if total > n {
+				n, first, last = total, ms[f].String(), ms[l].String()
+			}
+		}
+	}
+	return n, first, last
 }

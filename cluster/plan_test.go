@@ -209,6 +209,55 @@ func TestPlanRefusesWithShortfall(t *testing.T) {
 	}
 }
 
+// Enough bytes in all, but every member's remainder is just short of a
+// layer: the refusal names how many layers the best arrangement holds and
+// how many are missing.
+func TestPlanRefusesWholeLayersShortfall(t *testing.T) {
+	r := Request{Shape: stories(t), Sessions: 1, Overhead: mib, Links: Links{}}
+	P := r.Shape.LayerBytes + r.Shape.KVBytesPerLayer() // one session
+	// first and last hold one layer each, the four in the middle two each:
+	// 10 of 12 layers, though the bytes would cover 16.
+	room := func(extra int64, layers int64) int64 { return r.Overhead + extra + layers*P + P - 1 }
+	ends := min(r.Shape.EmbedBytes, r.Shape.HeadBytes) // either way round, one layer
+	r.Members = []Member{member("f", room(ends, 1), time.Millisecond), member("t", room(ends, 1), time.Millisecond)}
+	for _, n := range []string{"m1", "m2", "m3", "m4"} {
+		r.Members = append(r.Members, member(n, room(0, 2), time.Millisecond))
+	}
+	names := []string{HeadName}
+	for _, m := range r.Members {
+		names = append(names, m.Name)
+	}
+	for i, a := range names {
+		for _, b := range names[i+1:] {
+			r.Links.Set(a, b, gigabit)
+		}
+	}
+	_, err := MakePlan(r)
+	if err == nil {
+		t.Fatal("planned a pool that cannot hold 12 whole layers")
+	}
+	for _, want := range []string{"as whole layers", "short by 2 layers", "holds 10 of its 12 layers", "first f, last t"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("refusal lacks %q:\n%v", want, err)
+		}
+	}
+	t.Log(err)
+	// One more byte for each middle member completes a third layer there.
+	for i := 2; i < len(r.Members); i++ {
+		r.Members[i].Free++
+	}
+	if _, err := MakePlan(r); err != nil {
+		t.Fatalf("with a layer more in each middle member: %v", err)
+	}
+	// No member can hold the embedding with a layer.
+	for i := range r.Members {
+		r.Members[i].Free = room(0, 2)
+	}
+	if _, err := MakePlan(r); err == nil || !strings.Contains(err.Error(), "no member has room for the embedding") {
+		t.Fatalf("no member can be first: %v", err)
+	}
+}
+
 func TestPlanNeedsEveryLink(t *testing.T) {
 	r := pool(700*mib, 700*mib, 300*mib)
 	r.Shape = stories(t)
