@@ -240,3 +240,58 @@ func TestPreHandshakeFrameLimit(t *testing.T) {
 	}
 	dialHead(t, w, ln.Addr().String())
 }
+
+// A connection that trickles a frame after its handshake (one byte every
+// 100 ms) is cut off once the frame has taken longer than the timeout,
+// where it used to be held forever; an idle connection is not.
+func TestTricklingFrameIsCutOff(t *testing.T) {
+	w := demoWeights(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const timeout = 400 * time.Millisecond
+	startServer(t, w, ln, stage.Config{Timeout: timeout})
+	h := wire.Hello{Generation: wire.MaxGeneration, MinGeneration: wire.MinGeneration, MaxGeneration: wire.MaxGeneration,
+		Model: testID, Width: uint32(w.Config.Dim), Vocab: uint32(w.Config.VocabSize),
+		Encodings: wire.Default.IDs(), Encoding: wire.EncodingF32, Name: "trickle"}
+	idle, ifr := rawPeer(t, ln.Addr().String(), h)
+	conn, fr := rawPeer(t, ln.Addr().String(), h)
+	var buf bytes.Buffer
+	if err := wire.NewFramer(&buf, nil).WriteReset(wire.Meta{Session: 5, Request: 1}); err != nil {
+		t.Fatal(err)
+	}
+	frame := buf.Bytes()
+	start := time.Now()
+	cut := false
+	for i := 0; i < len(frame) && time.Since(start) < 5*time.Second; i++ {
+		if _, err := conn.Write(frame[i : i+1]); err != nil {
+			cut = true
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+	f, err := fr.ReadFrame()
+	switch {
+	case err == nil && f.Kind == wire.KindError:
+		re, _ := f.RemoteError()
+		t.Logf("cut off after %v with: %v", time.Since(start).Round(time.Millisecond), re)
+	case err == nil:
+		t.Fatalf("the trickled frame was answered with %v: it was not cut off", f.Kind)
+	case !cut && !errors.Is(err, io.EOF) && !strings.Contains(err.Error(), "reset"):
+		t.Fatalf("after trickling %d bytes over %v: %v, want the stage to have closed the connection", len(frame), time.Since(start), err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("cut off after %v, want about the %v timeout", d, timeout)
+	}
+	// The idle connection, silent all along, is still open: a Ping on it
+	// is answered.
+	if err := ifr.WritePing(9, nil); err != nil {
+		t.Fatal(err)
+	}
+	idle.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if f, err := ifr.ReadFrame(); err != nil || f.Kind != wire.KindPing {
+		t.Fatalf("idle connection after %v: %v, %v; want a Ping answer", time.Since(start), f, err)
+	}
+}

@@ -23,7 +23,8 @@ type peer struct {
 }
 
 // newPeer wraps conn; with a non-zero link config, writes go through the
-// emulated link (reads never do: each side emulates what it sends).
+// emulated link (reads never do: each side emulates what it sends). Each
+// frame read must arrive whole within timeout of its first byte.
 func newPeer(conn net.Conn, name string, lc link.Config, reg *wire.Registry, timeout time.Duration) (*peer, error) {
 	w := net.Conn(conn)
 	if lc.RateMbps > 0 || lc.Latency > 0 {
@@ -35,6 +36,9 @@ func newPeer(conn net.Conn, name string, lc link.Config, reg *wire.Registry, tim
 	}
 	fr := wire.NewFramer(w, conn)
 	fr.SetRegistry(reg)
+	// A frame that has begun must end within the timeout: a peer trickling
+	// bytes is cut off. Waiting for a frame to begin stays unbounded.
+	fr.SetFrameTimeout(conn.SetReadDeadline, timeout)
 	return &peer{conn: w, fr: fr, name: name, timeout: timeout}, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"time"
 
 	"github.com/seamlm/seam/tensor"
 )
@@ -57,6 +58,11 @@ type Framer struct {
 	pinned bool
 	agreed Agreement
 
+	// frameTimeout, when > 0, bounds the time from a frame's first byte to
+	// its last (SetFrameTimeout).
+	frameTimeout time.Duration
+	setDeadline  func(time.Time) error
+
 	rhdr  [HeaderSize]byte
 	rbuf  []byte // reusable payload buffer, grown only as bytes arrive
 	frame Frame
@@ -100,6 +106,19 @@ func (fr *Framer) Pin(a Agreement) {
 	fr.pinned, fr.agreed = true, a
 }
 
+// SetFrameTimeout bounds how long a frame may take to arrive once its
+// first byte has: ReadFrame sets a read deadline of d through setDeadline
+// (a net.Conn's SetReadDeadline) when the first byte of a header arrives,
+// and clears it when the frame is read. The wait for that first byte stays
+// unbounded, so an idle connection is not cut, but a peer that trickles a
+// frame (a byte a second) fails with a timeout. d <= 0 turns it off.
+func (fr *Framer) SetFrameTimeout(setDeadline func(time.Time) error, d time.Duration) {
+	fr.setDeadline, fr.frameTimeout = setDeadline, d
+	if setDeadline == nil {
+		fr.frameTimeout = 0
+	}
+}
+
 // Frame is one frame read by a Framer. It and its Payload are valid only
 // until the next ReadFrame.
 type Frame struct {
@@ -129,11 +148,14 @@ func (fr *Framer) ReadFrame() (*Frame, error) {
 }
 
 func (fr *Framer) readFrame() (*Frame, error) {
-	if _, err := io.ReadFull(fr.r, fr.rhdr[:]); err != nil {
+	if err := fr.readHeader(); err != nil {
 		if err == io.EOF {
 			return nil, io.EOF
 		}
 		return nil, fmt.Errorf("reading frame header: %w", err)
+	}
+	if fr.frameTimeout > 0 {
+		defer fr.setDeadline(time.Time{})
 	}
 	h, err := parseHeader(&fr.rhdr)
 	if err != nil {
@@ -155,6 +177,24 @@ func (fr *Framer) readFrame() (*Frame, error) {
 		fr.frame.vocab = fr.agreed.Vocab
 	}
 	return &fr.frame, nil
+}
+
+// readHeader fills fr.rhdr, starting the frame's deadline after the first
+// byte when a frame timeout is set.
+func (fr *Framer) readHeader() error {
+	if fr.frameTimeout <= 0 {
+		_, err := io.ReadFull(fr.r, fr.rhdr[:])
+		return err
+	}
+	if _, err := io.ReadFull(fr.r, fr.rhdr[:1]); err != nil {
+		return err
+	}
+	fr.setDeadline(time.Now().Add(fr.frameTimeout))
+	_, err := io.ReadFull(fr.r, fr.rhdr[1:])
+	if err != nil {
+		fr.setDeadline(time.Time{})
+	}
+	return unexpected(err)
 }
 
 // growStep is the first allocation for a payload larger than the buffer.
