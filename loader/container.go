@@ -18,6 +18,11 @@ func openContainer(path string, opts Options) (*Model, error) {
 	if last == 0 {
 		last = c.Config().NLayers
 	}
+	if opts.Verify {
+		if _, err := c.VerifyLayers(opts.First, last, nil); err != nil {
+			return nil, fmt.Errorf("refusing to serve layers [%d, %d) of %s: %w", opts.First, last, path, err)
+		}
+	}
 	r, err := c.OpenRange(opts.First, last)
 	if err != nil {
 		return nil, err

@@ -36,6 +36,11 @@ type Options struct {
 	First, Last int
 	// NoTokenizer skips loading a vocabulary (middle stages need none).
 	NoTokenizer bool
+	// Verify checks the BLAKE3 checksums of everything the range maps
+	// before mapping it (container.VerifyLayers), so that a stage never
+	// serves damaged weights. Only containers carry checksums: Verify with
+	// a GGUF file or a llama2.c checkpoint is an error.
+	Verify bool
 }
 
 // Model is a loaded model. Close releases its mappings.
@@ -70,6 +75,9 @@ func Open(path string, opts Options) (*Model, error) {
 	}
 	if !format.IsModel() {
 		return nil, formatError(path, format)
+	}
+	if opts.Verify && format != FormatContainer {
+		return nil, fmt.Errorf("%s: a %s file carries no checksums to verify; import it into a container (seam import) to have them checked", path, format)
 	}
 	var m *Model
 	switch format {
