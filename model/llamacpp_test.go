@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -28,11 +29,12 @@ import (
 // parityLogitStd. With the unscaled spread of 1 the next-token distributions
 // over 128k-152k tokens are nearly flat (by the extreme-value estimate
 // e^4.8 / (128k e^0.5) the top token gets under 0.1%) and greedy decoding would hinge on near-ties; at 6 the top token
-// has ~42% on average and the top 256 tokens hold over 95%.
+// has ~42% on average and the top 256 tokens hold about 95% (at least
+// 94.99% at every position measured; parityMinCoverage).
 const (
 	parityPositions = 128 // teacher-forced positions compared
 	parityGreedy    = 64  // greedy tokens compared at f32
-	parityTopK      = 256 // llama.cpp returns its top-K probabilities: enough for 95% of the mass
+	parityTopK      = 256 // llama.cpp returns its top-K probabilities: about 95% of the mass
 	parityLogitStd  = 6
 )
 
@@ -190,34 +192,45 @@ func parityTokens(v *tokenizer.GGUFVocab, seed uint64) []int {
 
 // parityBounds are about twice what TestParityWithLlamaCpp measured (the
 // measurements, run on an x86-64 with AVX2 and AVX-512, are in the comments;
-// they are deterministic for the pinned llama.cpp and fixed seeds).
+// they are deterministic for the pinned llama.cpp and fixed seeds: two runs
+// gave the same figures).
 //
 // f32: Seam computes within 7e-6 of an exact (float64) forward pass, but
 // llama.cpp 3.21.1's CPU build deviates from it by up to ~5e-3 in logits
 // already at position 0 (checkExact), so KL is ~1e-6 rather than ~1e-12.
-// KL is over llama.cpp's top 256 tokens, which hold at least 95% of the
-// probability, both distributions renormalised over them.
+// KL is over llama.cpp's top 256 tokens, which hold at least 94.99% of Seam's
+// probability (parityMinCoverage), both distributions renormalised over them.
 //
 // q8_0: llama.cpp quantizes each activation vector to 8 bits (Q8_0 blocks of
-// 32) before its integer dot products with Q8_0 weights; Seam multiplies the
-// dequantized weights with f32 activations. That activation rounding is the
-// gap: KL ~1e-3, and the most likely token differs where the top two are
-// within its noise (a few percent of positions of these nearly-flat random
-// models).
+// 32, the scale stored as float16) before its integer dot products with Q8_0
+// weights. Seam's integer-dot kernels (docs/kernels.md §3) quantize the
+// activations too, by their own rule (a float32 scale), and the two roundings
+// do not cancel: KL ~1e-2, and the most likely token differs where the top
+// two are within that noise (about 5% of positions of these nearly flat
+// random models). The figures measured before those kernels, when Seam
+// multiplied f32 activations, were smaller (llama3 5.73e-3 / 1.94e-3 / 0.961,
+// qwen2 8.09e-3 / 2.25e-3 / 0.969, qwen3 1.75e-2 / 5.73e-3 / 0.922).
 var parityBounds = map[string]map[tensor.DType]struct{ maxKL, meanKL, minTop1 float64 }{
 	"llama3": {
-		tensor.F32:  {7e-6, 9e-7, 0.98},   // measured KL max 2.39e-6, mean 3.41e-7, top-1 1
-		tensor.Q8_0: {1.1e-2, 4e-3, 0.92}, // 5.73e-3, 1.94e-3, 0.961
+		tensor.F32:  {7e-6, 9e-7, 0.98},     // measured KL max 2.39e-6, mean 3.41e-7, top-1 1
+		tensor.Q8_0: {1.9e-2, 5.6e-3, 0.90}, // 9.48e-3, 2.79e-3, 0.953
 	},
 	"qwen2": {
 		tensor.F32:  {4e-6, 9e-7, 0.98},     // 2.01e-6, 4.61e-7, 1
-		tensor.Q8_0: {1.6e-2, 4.5e-3, 0.93}, // 8.09e-3, 2.25e-3, 0.969
+		tensor.Q8_0: {1.9e-2, 6.4e-3, 0.90}, // 9.54e-3, 3.19e-3, 0.953
 	},
 	"qwen3": {
 		tensor.F32:  {1.8e-5, 5e-6, 0.98},   // 8.91e-6, 2.42e-6, 0.992
-		tensor.Q8_0: {3.5e-2, 1.2e-2, 0.84}, // 1.75e-2, 5.73e-3, 0.922
+		tensor.Q8_0: {4.8e-2, 1.2e-2, 0.89}, // 2.41e-2, 5.95e-3, 0.945
 	},
 }
+
+// parityMinCoverage is the least share of Seam's probability that llama.cpp's
+// top 256 tokens may hold at any position, so that the truncated KL sees
+// most of the distribution. Measured minima over the 128 positions: llama3
+// 0.9548 (f32) and 0.9537 (q8_0), qwen2 0.9563 and 0.9615, qwen3 0.9499 and
+// 0.9515; the floor allows twice the largest uncovered share (5.01%).
+const parityMinCoverage = 0.90
 
 // TestParityWithLlamaCpp runs each architecture (llama as Llama 3 writes it,
 // qwen2, qwen3) in f32 and q8_0 through Seam and llama.cpp on the same
@@ -228,6 +241,11 @@ var parityBounds = map[string]map[tensor.DType]struct{ maxKL, meanKL, minTop1 fl
 // llama.cpp does.
 func TestParityWithLlamaCpp(t *testing.T) {
 	if testing.Short() {
+		// -short may skip this reference, except where references are
+		// required (CI): there a skip would hide a regression.
+		if os.Getenv(testmodels.RequireEnv) != "" {
+			t.Fatalf("-short would skip the llama.cpp parity test, but %s is set", testmodels.RequireEnv)
+		}
 		t.Skip("writes six GGUFs of 50-280 MB and runs llama.cpp")
 	}
 	testmodels.ReferenceDir(t) // skip (or fail in CI) before the work when node is absent
@@ -313,12 +331,16 @@ func TestParityWithLlamaCpp(t *testing.T) {
 		for _, id := range pc.greedy {
 			distinct[id] = true
 		}
-		t.Logf("%s %s: KL max %.3g mean %.3g, top-1 %.4f (logits differ by <= %.3g; top %d hold >= %.2f of Seam's mass); greedy %d/%d identical, %d distinct tokens; mean top-1 probability %.3f",
+		t.Logf("%s %s: KL max %.3g mean %.3g, top-1 %.4f (logits differ by <= %.3g; top %d hold >= %.4f of Seam's mass); greedy %d/%d identical, %d distinct tokens; mean top-1 probability %.3f",
 			pc.arch, pc.dtype, st.maxKL, st.meanKL, st.top1, st.maxLogitDiff, parityTopK, st.minCoverage, same, len(pc.greedy), len(distinct), st.meanTop1Prob)
 		b := parityBounds[pc.arch][pc.dtype]
 		if st.maxKL > b.maxKL || st.meanKL > b.meanKL || st.top1 < b.minTop1 {
 			t.Errorf("%s %s: KL max %.3g (bound %g), mean %.3g (bound %g), top-1 %.4f (bound %g)",
 				pc.arch, pc.dtype, st.maxKL, b.maxKL, st.meanKL, b.meanKL, st.top1, b.minTop1)
+		}
+		if st.minCoverage < parityMinCoverage {
+			t.Errorf("%s %s: llama.cpp's top %d tokens hold only %.4f of Seam's probability at some position (floor %g): the KL misses too much of the distribution",
+				pc.arch, pc.dtype, parityTopK, st.minCoverage, parityMinCoverage)
 		}
 		if len(pc.greedy) != len(r.Greedy) || same != len(pc.greedy) {
 			t.Errorf("%s %s: greedy continuations differ at token %d:\n seam     %v\n llama.cpp %v", pc.arch, pc.dtype, same, pc.greedy, r.Greedy)
