@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/seamlm/seam/api"
@@ -72,8 +69,9 @@ func runAPI(cmd *cobra.Command, f *apiFlags) error {
 	if err := f.split.validate(cmd); err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	// main's context ends at SIGINT or SIGTERM (internal/signals), as for
+	// every command; a second signal exits at once.
+	ctx := cmd.Context()
 	e, err := openEngine(ctx, f.modelPath, f.tokPath, &f.split, f.poll)
 	if err != nil {
 		return err

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seamlm/seam/internal/signals"
 	"github.com/seamlm/seam/internal/testmodels"
 )
 
@@ -129,7 +130,8 @@ func TestAPIChild(t *testing.T) {
 	}
 	cmd := newRootCmd()
 	cmd.SetArgs(strings.Split(args, "\x1f"))
-	if err := cmd.Execute(); err != nil {
+	ctx, _ := signals.Context(context.Background()) // as main does
+	if err := cmd.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "seam:", err)
 		os.Exit(1)
 	}
