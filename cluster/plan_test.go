@@ -378,3 +378,89 @@ func TestMeasureKL(t *testing.T) {
 	}
 	t.Logf("\n%s", kl)
 }
+
+// withCodecs gives r a codec at every boundary, of perToken bytes a token
+// and recorded KL kl, held by every member.
+func withCodecs(r *Request, perToken int, kl float64) {
+	r.Codecs = map[int]CodecInfo{}
+	var ds []wire.CodecDigest
+	for b := 1; b < r.Shape.Config.NLayers; b++ {
+		d := wire.CodecDigest{Boundary: uint32(b), ID: uint32(0xc0de00 + b), Digest: [32]byte{byte(b), 0xc0}}
+		r.Codecs[b] = CodecInfo{Digest: d, BytesPerToken: perToken, KL: kl}
+		ds = append(ds, d)
+	}
+	for i := range r.Members {
+		r.Members[i].Codecs = ds
+		r.Members[i].Encodings = append(r.Members[i].Encodings, wire.EncodingLowRank)
+	}
+}
+
+// A learned codec whose recorded KL is within the budget wins a slow
+// boundary: at 96 bytes a token it is 16x smaller than f16, and it is more
+// exact than q8. The fast boundaries stay f32.
+func TestPlanChoosesLowRankOverSlowLink(t *testing.T) {
+	r := pool(450*mib, 450*mib, 300*mib)
+	r.Shape = stories(t)
+	r.MaxKL = 0.01
+	r.KL = map[int]map[wire.EncodingID]float64{}
+	for b := 1; b < 12; b++ {
+		r.KL[b] = map[wire.EncodingID]float64{wire.EncodingF16: 0.0004, wire.EncodingQ8: 0.003, wire.EncodingQ5: 0.02, wire.EncodingQ4: 0.08}
+	}
+	withCodecs(&r, 96, 0.002)
+	p, err := MakePlan(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Stages) != 3 {
+		t.Fatalf("want all 3 members:\n%s", p)
+	}
+	slowSeen := 0
+	for i, b := range p.Boundaries {
+		crossesSlow := b.From == "c" || b.To == "c"
+		want := wire.EncodingF32
+		if crossesSlow {
+			want = wire.EncodingLowRank
+			slowSeen++
+			if b.Codec != r.Codecs[b.Layer].Digest.ID || b.KL != 0.002 {
+				t.Errorf("boundary %d: codec %08x KL %v, want the codec of boundary %d (%08x, KL 0.002)", i+1, b.Codec, b.KL, b.Layer, r.Codecs[b.Layer].Digest.ID)
+			}
+		}
+		if b.Encoding != want {
+			t.Errorf("boundary %d (%s → %s): %v, want %v\n%s", i+1, b.From, b.To, b.Encoding, want, p)
+		}
+	}
+	if slowSeen == 0 {
+		t.Fatalf("no boundary crosses the slow link:\n%s", p)
+	}
+	joined := strings.Join(p.Reasons, "\n")
+	if !strings.Contains(joined, "→ lowrank (KL 0.002 ≤ 0.01)") || !strings.Contains(joined, "f32 would cap decode at") {
+		t.Fatalf("reasons:\n%s", joined)
+	}
+	t.Logf("plan:\n%s\n%s", p, joined)
+	lowrank := p.Predicted
+
+	// Over the budget, the codec is not a candidate: f16 again.
+	withCodecs(&r, 96, 0.02)
+	if p, err = MakePlan(r); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range p.Boundaries {
+		if b.Encoding == wire.EncodingLowRank {
+			t.Fatalf("a codec with KL 0.02 chosen under --max-kl 0.01:\n%s", p)
+		}
+	}
+	if !(lowrank.Decode > p.Predicted.Decode && lowrank.Prefill > p.Predicted.Prefill) {
+		t.Errorf("lowrank plan predicts %v, the f16 one %v: want lowrank faster", lowrank, p.Predicted)
+	}
+	// A codec only one neighbour holds is not a candidate either.
+	withCodecs(&r, 96, 0.002)
+	r.Members[2].Codecs = nil
+	if p, err = MakePlan(r); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range p.Boundaries {
+		if b.Encoding == wire.EncodingLowRank {
+			t.Fatalf("lowrank chosen though c holds no codec:\n%s", p)
+		}
+	}
+}
