@@ -2,10 +2,15 @@ package pipeline
 
 import (
 	"context"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -26,6 +31,14 @@ type PoolOptions struct {
 	Logger  *slog.Logger
 	// PlanOnly measures and plans but assigns nothing (seam plan --pool).
 	PlanOnly bool
+	// Record, when set, is a file in which Assemble records the chain it
+	// assigns: the stages' addresses and ranges and each boundary's
+	// encoding and KL. A later Assemble that finds the members already
+	// assigned takes the boundary encodings from it. The members keep only
+	// their ranges, so a reused chain without a record (or with one of
+	// another plan) is f32 at every boundary: exact, but slower over a
+	// link the plan chose a lossy encoding for.
+	Record string
 }
 
 // Assembly is a pool made into a chain: the stage addresses in layer order
@@ -94,7 +107,7 @@ func Assemble(ctx context.Context, addrs []string, opts Options, po PoolOptions)
 				held = append(held, m)
 			}
 		}
-		return reuse(c, held, po.Logger)
+		return reuse(c, held, po)
 	}
 	for _, m := range ms {
 		if m.hello.Generation < wire.PoolGeneration {
@@ -164,11 +177,19 @@ func Assemble(ctx context.Context, addrs []string, opts Options, po PoolOptions)
 			asm.Encodings = append(asm.Encodings, plan.Boundaries[i-1].Encoding)
 		}
 	}
+	if po.Record != "" {
+		if err := writeRecord(po.Record, newRecord(c.opts.Identity, asm.Addrs, plan)); err != nil {
+			po.Logger.Warn("could not record the plan: a later head will reuse the ranges with f32 at every boundary", "session", 0, "stage", "head", "record", po.Record, "err", err)
+		}
+	}
 	return asm, nil
 }
 
-// reuse takes members that already hold ranges, in layer order.
-func reuse(c *Chain, ms []*member, log *slog.Logger) (*Assembly, error) {
+// reuse takes members that already hold ranges, in layer order, with the
+// boundary encodings of the plan that assigned them when po.Record holds
+// it (and the encoding still suits the budget and the members), f32 where
+// not.
+func reuse(c *Chain, ms []*member, po PoolOptions) (*Assembly, error) {
 	sorted := slices.Clone(ms)
 	slices.SortFunc(sorted, func(a, b *member) int { return int(a.layers.Start) - int(b.layers.Start) })
 	var scs []*stageConn
@@ -177,15 +198,168 @@ func reuse(c *Chain, ms []*member, log *slog.Logger) (*Assembly, error) {
 		m.index = i
 		scs = append(scs, m.stageConn)
 		asm.Addrs = append(asm.Addrs, m.addr)
-		if i > 0 {
-			asm.Encodings = append(asm.Encodings, c.opts.Encoding)
-		}
 	}
 	if err := checkTiling(scs, c.opts.Config.NLayers); err != nil {
 		return nil, fmt.Errorf("pool members already hold layers from an earlier plan, but they do not make a chain (restart them to plan the pool anew): %w", err)
 	}
-	log.Info("pool members already hold layers from an earlier plan; reusing them", "stages", strings.Join(asm.Addrs, ","))
+	encs, why := recordedEncodings(c, sorted, po)
+	asm.Encodings = encs
+	var names []string
+	for _, e := range encs {
+		names = append(names, e.String())
+	}
+	level := slog.LevelInfo
+	if why != "" && po.Request.MaxKL > 0 {
+		level = slog.LevelWarn // a budget was given, and the plan's lossy choices may be lost
+	}
+	po.Logger.Log(context.Background(), level, "pool members already hold layers from an earlier plan; reusing them", "session", 0, "stage", "head",
+		"stages", strings.Join(asm.Addrs, ","), "encodings", strings.Join(names, ","), "f32_because", why)
 	return asm, nil
+}
+
+// recordedEncodings are the encodings of the boundaries of the chain ms
+// (in layer order): the recorded plan's, where it is this chain's and each
+// recorded encoding is within the budget and decodable; f32 elsewhere,
+// with the reason.
+func recordedEncodings(c *Chain, ms []*member, po PoolOptions) ([]wire.EncodingID, string) {
+	encs := make([]wire.EncodingID, len(ms)-1)
+	for i := range encs {
+		encs[i] = wire.EncodingF32
+	}
+	if len(encs) == 0 {
+		return encs, ""
+	}
+	if po.Record == "" {
+		return encs, "no plan record is kept (PoolOptions.Record)"
+	}
+	rec, err := readRecord(po.Record)
+	if err != nil {
+		return encs, fmt.Sprintf("no record of the plan's encodings: %v", err)
+	}
+	if why := rec.describes(c.opts.Identity, ms); why != "" {
+		return encs, fmt.Sprintf("the record %s is of another plan (%s)", po.Record, why)
+	}
+	var skipped []string
+	for i, b := range rec.Boundaries {
+		e := wire.EncodingID(b.Encoding)
+		down, up := ms[i+1], ms[i]
+		layer := down.layers.Start
+		switch {
+		case e == wire.EncodingF32:
+		case !(b.KL <= po.Request.MaxKL):
+			skipped = append(skipped, fmt.Sprintf("boundary %d: %s's KL %.4g is over --max-kl %g", i+1, e, b.KL, po.Request.MaxKL))
+		case !slices.Contains(down.hello.Encodings, e):
+			skipped = append(skipped, fmt.Sprintf("boundary %d: %s does not decode %s", i+1, down.addr, e))
+		case e == wire.EncodingLowRank && !sameCodec(layer, c.opts.Codecs, up.hello.Codecs, down.hello.Codecs):
+			skipped = append(skipped, fmt.Sprintf("boundary %d: the head and both stages do not hold the same codec for layer %d", i+1, layer))
+		default:
+			encs[i] = e
+		}
+	}
+	return encs, strings.Join(skipped, "; ")
+}
+
+// sameCodec: every list holds a codec for boundary layer b, the same one.
+func sameCodec(b uint32, lists ...[]wire.CodecDigest) bool {
+	var first wire.CodecDigest
+	for i, l := range lists {
+		j := slices.IndexFunc(l, func(d wire.CodecDigest) bool { return d.Boundary == b })
+		if j < 0 || (i > 0 && l[j] != first) {
+			return false
+		}
+		first = l[j]
+	}
+	return true
+}
+
+// chainRecord is what PoolOptions.Record holds: the chain a head assigned.
+type chainRecord struct {
+	Model      string           `json:"model"` // identity, hex
+	Stages     []recordStage    `json:"stages"`
+	Boundaries []recordBoundary `json:"boundaries"`
+}
+
+type recordStage struct {
+	Addr  string `json:"addr"`
+	First int    `json:"first"`
+	Last  int    `json:"last"`
+}
+
+type recordBoundary struct {
+	Encoding uint8   `json:"encoding"`
+	Name     string  `json:"name"` // for people reading the file
+	KL       float64 `json:"kl"`   // measured at the boundary when planned
+}
+
+func newRecord(id wire.Digest, addrs []string, p *cluster.Plan) *chainRecord {
+	r := &chainRecord{Model: hex.EncodeToString(id[:])}
+	for i, st := range p.Stages {
+		r.Stages = append(r.Stages, recordStage{Addr: addrs[i], First: st.First, Last: st.Last})
+	}
+	for _, b := range p.Boundaries {
+		r.Boundaries = append(r.Boundaries, recordBoundary{Encoding: uint8(b.Encoding), Name: b.Encoding.String(), KL: b.KL})
+	}
+	return r
+}
+
+// describes says why the record is not of the chain ms of model id ("" if it is).
+func (r *chainRecord) describes(id wire.Digest, ms []*member) string {
+	if r.Model != hex.EncodeToString(id[:]) {
+		return "another model"
+	}
+	if len(r.Stages) != len(ms) || len(r.Boundaries) != len(ms)-1 {
+		return fmt.Sprintf("%d stages, this chain has %d", len(r.Stages), len(ms))
+	}
+	for i, st := range r.Stages {
+		m := ms[i]
+		if st.Addr != m.addr || st.First != int(m.layers.Start) || st.Last != int(m.layers.End) {
+			return fmt.Sprintf("stage %d was %s [%d, %d), now %s %v", i+1, st.Addr, st.First, st.Last, m.addr, m.layers)
+		}
+	}
+	return ""
+}
+
+const maxRecord = 1 << 20
+
+func readRecord(path string) (*chainRecord, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var r chainRecord
+	dec := json.NewDecoder(io.LimitReader(f, maxRecord))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &r, nil
+}
+
+// writeRecord replaces the file at path with r, atomically.
+func writeRecord(path string, r *chainRecord) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".plan-*")
+	if err != nil {
+		return err
+	}
+	_, err = tmp.Write(append(b, '\n'))
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+	}
+	return err
 }
 
 // roundTrip writes one request on a member's connection and reads its

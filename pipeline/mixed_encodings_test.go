@@ -1,0 +1,347 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seamlm/seam/cluster"
+	"github.com/seamlm/seam/codec"
+	"github.com/seamlm/seam/eval"
+	"github.com/seamlm/seam/internal/testmodels"
+	"github.com/seamlm/seam/link"
+	"github.com/seamlm/seam/loader"
+	"github.com/seamlm/seam/model"
+	"github.com/seamlm/seam/stage"
+	"github.com/seamlm/seam/wire"
+)
+
+// fitCodecs fits a lowrank codec of perToken bytes at every boundary of
+// the model and records its held-out KL, measured on sampled tokens.
+func fitCodecs(t *testing.T, m *loader.Model, perToken int) map[int]*codec.Codec {
+	t.Helper()
+	mod, err := model.New(m.Weights)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := os.ReadFile(testmodels.Path(t, testmodels.GreedyOnceUpon))
+	if err != nil {
+		t.Fatal(err)
+	}
+	calib := eval.TokensFromText(m.Tokenizer, strings.Repeat(string(ref), 2), m.Weights.Config.SeqLen)
+	held, err := eval.SampleTokens(mod, m.Tokenizer.BOS(), m.Tokenizer.EOS(), 128, 7, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int]*codec.Codec{}
+	for b := 1; b < m.Weights.Config.NLayers; b++ {
+		rows, n, err := eval.Capture(mod, calib, b, 1<<20, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := codec.Fit(rows, n, m.Weights.Config.Dim, codec.FitOptions{Bytes: perToken})
+		if err != nil {
+			t.Fatal(err)
+		}
+		kl, err := eval.HeldoutKL(mod, held, b, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.SetHeldoutKL(kl); err != nil {
+			t.Fatal(err)
+		}
+		out[b] = c
+	}
+	return out
+}
+
+// encodingsFor resolves a chain's boundary encodings for the simulation:
+// the built-ins from the default registry, lowrank from the codec of the
+// boundary.
+func encodingsFor(t *testing.T, ranges [][2]int, ids []wire.EncodingID, codecs map[int]*codec.Codec) []wire.Encoding {
+	t.Helper()
+	var out []wire.Encoding
+	for i, id := range ids {
+		if id == wire.EncodingLowRank {
+			out = append(out, codec.NewWire(codecs[ranges[i+1][0]]))
+			continue
+		}
+		e, err := wire.Default.Lookup(id, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// simulate runs the whole model in this process over ranges, passing the
+// hidden states through each boundary's encoding (encoded, then decoded)
+// as a chain does, and returns the logits of every position.
+func simulate(t *testing.T, w *model.Weights, tokens []int, ranges [][2]int, encs []wire.Encoding) [][]float32 {
+	t.Helper()
+	mod, err := model.New(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := w.Config
+	n, d := len(tokens), c.Dim
+	x := make([]float32, n*d)
+	for i, id := range tokens {
+		if err := mod.Embed(id, x[i*d:(i+1)*d]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, r := range ranges {
+		st, err := mod.NewState(r[0], r[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := mod.LayersBatch(st, x, 0, n); err != nil {
+			t.Fatal(err)
+		}
+		if i == len(encs) {
+			break
+		}
+		size, err := encs[i].PayloadSize(n, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, size)
+		if err := encs[i].Encode(buf, x, n, d); err != nil {
+			t.Fatal(err)
+		}
+		if err := encs[i].Decode(x, buf, n, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out [][]float32
+	for p := range n {
+		logits := make([]float32, c.VocabSize)
+		if err := mod.Head(x[p*d:(p+1)*d], logits); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, logits)
+	}
+	return out
+}
+
+// meanKL is the mean over positions of KL(softmax(want) || softmax(got)).
+func meanKL(got, want [][]float32) float64 {
+	logSoftmax := func(v []float32) []float64 {
+		mx := float64(slices.Max(v))
+		z := 0.0
+		for _, x := range v {
+			z += math.Exp(float64(x) - mx)
+		}
+		out := make([]float64, len(v))
+		for i, x := range v {
+			out[i] = float64(x) - mx - math.Log(z)
+		}
+		return out
+	}
+	s := 0.0
+	for i := range want {
+		p, q := logSoftmax(want[i]), logSoftmax(got[i])
+		for j := range p {
+			s += math.Exp(p[j]) * (p[j] - q[j])
+		}
+	}
+	return s / float64(len(want))
+}
+
+// A chain dialed with a different encoding at each boundary (f32, f16, q8
+// and a learned codec) carries each boundary in its own encoding: the
+// logits are bit-identical to the whole model run with the same encodings
+// applied at the same boundaries, they differ from the exact model's, and
+// each stage sent exactly its encoding's bytes downstream.
+func TestChainWithMixedEncodings(t *testing.T) {
+	m := openStories(t)
+	id, _ := m.Identity()
+	codecs := fitCodecs(t, m, 16)
+	ranges := [][2]int{{0, 1}, {1, 2}, {2, 3}, {3, 4}, {4, 5}}
+	ids := []wire.EncodingID{wire.EncodingF32, wire.EncodingF16, wire.EncodingQ8, wire.EncodingLowRank}
+	local, err := stage.StartLocal(m.Weights, ranges, stage.Config{Identity: id, Timeout: 5 * time.Second, Logger: quiet}, map[int]*codec.Codec{4: codecs[4]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { local.Close() })
+	c, err := Dial(context.Background(), local.Addrs, Options{Identity: id, Config: m.Weights.Config, Encodings: ids,
+		Codecs: codec.Digests(map[int]*codec.Codec{4: codecs[4]}), Timeout: 5 * time.Second, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	tokens := m.Tokenizer.Encode("Once upon a time, there was a little girl named Lily. She loved to play outside.", true, false)
+	s, err := c.NewSession(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Forward(context.Background(), tokens, 0, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	encs := encodingsFor(t, ranges, ids, codecs)
+	testmodels.SameBits(t, "mixed chain against the simulated encodings", got, simulate(t, m.Weights, tokens, ranges, encs))
+	exact := simulate(t, m.Weights, tokens, [][2]int{{0, 5}}, nil)
+	kl := meanKL(got, exact)
+	if !(kl > 0) {
+		t.Fatalf("mean KL %v against the exact model: the lossy boundaries changed nothing", kl)
+	}
+	t.Logf("mean KL against the exact model: %.5f (codec at layer 4: %d bytes a token, recorded KL %.5f)", kl, codecs[4].PayloadBytes(), codecs[4].Stats().HeldoutKL)
+	// Stage i sent one Prefill frame of len(tokens) positions in its
+	// boundary's encoding.
+	for i, e := range encs {
+		st, _, err := c.Ping(context.Background(), i, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		size, _ := e.PayloadSize(len(tokens), m.Weights.Config.Dim)
+		if want := uint64(wire.HeaderSize + size); st.DownBytes != want {
+			t.Errorf("stage %d sent %d bytes downstream, want %d (%s)", i+1, st.DownBytes, want, e.Name())
+		}
+	}
+}
+
+// mixedPool starts three in-process pool members that hold the codecs;
+// the first sends through an emulated 2 Mbit/s link, so every link it
+// measures to another member is slow, and the other links are loopback.
+func mixedPool(t *testing.T, m *loader.Model, codecs map[int]*codec.Codec) []string {
+	t.Helper()
+	id, _ := m.Identity()
+	var addrs []string
+	for i := range 3 {
+		open := func(first, last int) (*stage.Part, error) {
+			part := *m.Weights
+			part.First, part.Last = first, last
+			mod, err := model.New(&part)
+			if err != nil {
+				return nil, err
+			}
+			return &stage.Part{Model: mod, Codecs: codecs, Close: func() error { return nil }}, nil
+		}
+		base := stage.Config{Name: fmt.Sprintf("member-%d", i+1), Timeout: 10 * time.Second, Logger: quiet}
+		if i == 0 {
+			base.Link = link.Config{RateMbps: 2}
+		}
+		pm, err := stage.NewPoolMember(stage.PoolConfig{
+			Base: base, Identity: id, Model: m.Weights.Config, Open: open, Codecs: codec.Digests(codecs),
+			Describe: wire.Description{Free: 3 * mib, DecodeNanos: 20_000, PrefillNanos: 10_000, HeadNanos: 30_000},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go pm.Serve(ln)
+		t.Cleanup(func() { pm.Close() })
+		addrs = append(addrs, ln.Addr().String())
+	}
+	return addrs
+}
+
+// The planner, given a slow member, chooses a lossy encoding for the
+// boundaries over its slow link and f32 for the fast one; the chain dialed
+// from the Assembly carries those encodings (bit-identical to the
+// simulation). A second head reuses the assignment with the same encodings
+// from the plan's record; without the record, or with a budget the
+// recorded encodings exceed, it falls back to f32.
+func TestAssembleMixedEncodings(t *testing.T) {
+	m := openStories(t)
+	id, _ := m.Identity()
+	codecs := fitCodecs(t, m, 16)
+	mod, _ := model.New(m.Weights)
+	kl, err := cluster.MeasureKL(mod, cluster.KLOptions{Tokens: 64, BOS: m.Tokenizer.BOS(), EOS: m.Tokenizer.EOS()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	budget := 0.0
+	for _, c := range codecs {
+		budget = max(budget, 1.01*c.Stats().HeldoutKL)
+	}
+	shape, err := cluster.ShapeOf(m.Weights)
+	if err != nil {
+		t.Fatal(err)
+	}
+	record := filepath.Join(t.TempDir(), "plan.json")
+	po := PoolOptions{Request: cluster.Request{Shape: shape, Overhead: mib, MaxKL: budget, KL: kl, Codecs: cluster.CodecInfos(codecs)},
+		Measure: cluster.MeasureOptions{Pings: 2, MinTime: 5 * time.Millisecond, MaxBytes: 1 << 20}, Logger: quiet, Record: record}
+	addrs := mixedPool(t, m, codecs)
+	opts := Options{Identity: id, Config: m.Weights.Config, Codecs: codec.Digests(codecs), Timeout: 10 * time.Second, Logger: quiet}
+	asm, err := Assemble(context.Background(), addrs, opts, po)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("plan:\n%s%s", asm.Plan, strings.Join(asm.Plan.Reasons, "\n"))
+	if len(asm.Addrs) != 3 {
+		t.Fatalf("plan over %d members, want all 3", len(asm.Addrs))
+	}
+	for i, b := range asm.Plan.Boundaries {
+		slow := b.From == "member-1" || b.To == "member-1"
+		if slow == (asm.Encodings[i] == wire.EncodingF32) {
+			t.Fatalf("boundary %d (%s → %s over %v): %v; want a lossy encoding over the slow link only", i+1, b.From, b.To, b.Link, asm.Encodings[i])
+		}
+	}
+	tokens := m.Tokenizer.Encode("Once upon a time, there was a little girl named Lily.", true, false)
+	want := simulate(t, m.Weights, tokens, asm.Plan.Ranges(), encodingsFor(t, asm.Plan.Ranges(), asm.Encodings, codecs))
+	check := func(what string, a *Assembly) {
+		t.Helper()
+		o := opts
+		o.Encodings = a.Encodings
+		c, err := Dial(context.Background(), a.Addrs, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		s, err := c.NewSession(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Forward(context.Background(), tokens, 0, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		testmodels.SameBits(t, what, got, want)
+	}
+	check("the planned chain against the simulated encodings", asm)
+
+	again, err := Assemble(context.Background(), addrs, opts, po)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Plan != nil || !slices.Equal(again.Addrs, asm.Addrs) || !slices.Equal(again.Encodings, asm.Encodings) {
+		t.Fatalf("second head: %v %v, want the planned chain %v %v reused", again.Addrs, again.Encodings, asm.Addrs, asm.Encodings)
+	}
+	check("the reused chain against the simulated encodings", again)
+
+	allF32 := func(a *Assembly) bool {
+		return !slices.ContainsFunc(a.Encodings, func(e wire.EncodingID) bool { return e != wire.EncodingF32 })
+	}
+	for _, c := range []struct {
+		what string
+		edit func(*PoolOptions)
+	}{
+		{"no record", func(p *PoolOptions) { p.Record = "" }},
+		{"a record of another pool", func(p *PoolOptions) { p.Record = filepath.Join(t.TempDir(), "absent.json") }},
+		{"--max-kl 0", func(p *PoolOptions) { p.Request.MaxKL = 0 }},
+	} {
+		p := po
+		c.edit(&p)
+		a, err := Assemble(context.Background(), addrs, opts, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(a.Addrs, asm.Addrs) || len(a.Encodings) != 2 || !allF32(a) {
+			t.Fatalf("reuse with %s: %v %v, want the chain %v with f32 boundaries", c.what, a.Addrs, a.Encodings, asm.Addrs)
+		}
+	}
+}
