@@ -21,14 +21,16 @@ func (f *authFlags) register(cmd *cobra.Command) {
 }
 
 // config loads the key and trust file, or returns the insecure
-// configuration after warning loudly. what names the node in the warning.
-func (f *authFlags) config(what string) (*auth.Config, error) {
+// configuration after warning loudly. what names the node in the warning;
+// stage is the stage name its log lines carry ("head" for a head).
+func (f *authFlags) config(what, stage string) (*auth.Config, error) {
+	log := slog.Default().With("stage", stage) // auth's own lines give the session
 	if f.insecure {
 		if f.key != "" || f.trust != "" {
 			return nil, fmt.Errorf("--insecure turns keys off: give either --insecure or --key and --trust, not both")
 		}
-		slog.Warn("INSECURE: --insecure is set: " + what + " connections are neither encrypted nor authenticated; anyone who can reach them can read, inject and use them")
-		return &auth.Config{Insecure: true, Logger: slog.Default()}, nil
+		log.Warn("INSECURE: --insecure is set: "+what+" connections are neither encrypted nor authenticated; anyone who can reach them can read, inject and use them", "session", 0)
+		return &auth.Config{Insecure: true, Logger: log}, nil
 	}
 	if f.key == "" || f.trust == "" {
 		return nil, fmt.Errorf("give --key FILE and --trust FILE (make a key with 'seam keygen --out FILE'), or --insecure for plaintext on a network you trust")
@@ -44,11 +46,11 @@ func (f *authFlags) config(what string) (*auth.Config, error) {
 	if trust.Len() == 0 {
 		return nil, fmt.Errorf("--trust %s lists no keys: this node would refuse every peer", f.trust)
 	}
-	cfg := &auth.Config{Key: key, Trust: trust, Logger: slog.Default()}
+	cfg := &auth.Config{Key: key, Trust: trust, Logger: log}
 	if err := cfg.Prepare(); err != nil {
 		return nil, err
 	}
-	slog.Info("authenticating connections", "self", auth.Public(key), "trusted", trust.Len(), "trust", f.trust)
+	log.Info("authenticating connections", "session", 0, "self", auth.Public(key), "trusted", trust.Len(), "trust", f.trust)
 	return cfg, nil
 }
 

@@ -132,7 +132,7 @@ func testAuth(t *testing.T) *auth.Config {
 	t.Helper()
 	f := keyFlags(t)
 	a := authFlags{key: f[1], trust: f[3]}
-	c, err := a.config("test head")
+	c, err := a.config("test head", "head")
 	if err != nil {
 		t.Fatal(err)
 	}

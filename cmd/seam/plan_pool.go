@@ -28,7 +28,7 @@ func (p *planPool) register(cmd *cobra.Command) {
 }
 
 func (p *planPool) run(cmd *cobra.Command, req cluster.Request, measureKL int, tokPath string) error {
-	ac, err := p.auth.config("head")
+	ac, err := p.auth.config("head", "head")
 	if err != nil {
 		return err
 	}

@@ -4,12 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
-	"strconv"
-	"strings"
 	"time"
 
-	"github.com/seamlm/seam/internal/signals"
 	"github.com/seamlm/seam/loader"
 	"github.com/seamlm/seam/model"
 	"github.com/seamlm/seam/stage"
@@ -56,7 +52,16 @@ loopback experiments; the head must then use --insecure too.`,
 			if err != nil {
 				return err
 			}
-			ac, err := af.config("stage")
+			var a, b int // 0, 0: a pool member, assigned its range later
+			if layers != "" {
+				if a, b, err = parseRange(layers); err != nil {
+					return err
+				}
+			}
+			if name == "" {
+				name = defaultStageName(a, b)
+			}
+			ac, err := af.config("stage", name)
 			if err != nil {
 				return err
 			}
@@ -70,10 +75,6 @@ loopback experiments; the head must then use --insecure too.`,
 			}
 			if cmd.Flags().Changed("memory") {
 				return fmt.Errorf("--memory is a pool member's budget; a stage with --layers maps its range whatever it costs")
-			}
-			a, b, err := parseRange(layers)
-			if err != nil {
-				return err
 			}
 			m, err := loader.Open(modelPath, loader.Options{First: a, Last: b, NoTokenizer: true})
 			if err != nil {
@@ -89,10 +90,6 @@ loopback experiments; the head must then use --insecure too.`,
 			mod, err := model.New(m.Weights)
 			if err != nil {
 				return fmt.Errorf("%s: %w", modelPath, err)
-			}
-			if name == "" {
-				host, _ := os.Hostname()
-				name = fmt.Sprintf("%s[%d:%d]", host, a, b)
 			}
 			cfg := stage.Config{Model: mod, Identity: id, Name: name, Link: lc, Timeout: timeout, MaxSessions: maxSessions,
 				AllowDownstream: allowDown, Logger: slog.Default(), Auth: ac}
@@ -124,46 +121,4 @@ loopback experiments; the head must then use --insecure too.`,
 	af.register(cmd)
 	cmd.MarkFlagRequired("model")
 	return cmd
-}
-
-// serveUntilSignal serves until SIGINT or SIGTERM, then shuts the stage down
-// gracefully: connected heads are told why, in-flight frames finish or are
-// abandoned, and only then does it return (and the caller unmap).
-func serveUntilSignal(cmd *cobra.Command, srv server, ln net.Listener, name string) error {
-	ctx := cmd.Context()
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	select {
-	case err := <-served:
-		return err // the listener failed on its own
-	case <-ctx.Done():
-	}
-	reason := "stopped"
-	if in := signals.Cause(ctx); in != nil {
-		reason = "received " + signals.Name(in.Signal)
-	}
-	start := time.Now()
-	srv.Shutdown(reason)
-	if err := <-served; err != nil {
-		return err
-	}
-	fmt.Fprintf(cmd.ErrOrStderr(), "seam serve: stage %q shut down (%s) in %v\n", name, reason, time.Since(start).Round(time.Millisecond))
-	return nil
-}
-
-// server is a stage or a pool member.
-type server interface {
-	Serve(net.Listener) error
-	Shutdown(reason string) error
-}
-
-// parseRange reads "A:B".
-func parseRange(s string) (int, int, error) {
-	as, bs, ok := strings.Cut(s, ":")
-	a, errA := strconv.Atoi(as)
-	b, errB := strconv.Atoi(bs)
-	if !ok || errA != nil || errB != nil || a < 0 || b <= a {
-		return 0, 0, fmt.Errorf("--layers %q: want A:B with 0 <= A < B", s)
-	}
-	return a, b, nil
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 
 	"github.com/seamlm/seam/cluster"
 	"github.com/seamlm/seam/codec"
@@ -44,10 +43,6 @@ func (o *poolServe) run(cmd *cobra.Command, lc link.Config) error {
 	speed, err := probe(o.modelPath, cfg.NLayers)
 	if err != nil {
 		return err
-	}
-	if o.name == "" {
-		host, _ := os.Hostname()
-		o.name = host
 	}
 	base := o.base
 	base.Name, base.Link, base.Logger = o.name, lc, slog.Default()

@@ -76,7 +76,7 @@ func (f *splitFlags) chain(ctx context.Context, modelPath, tokPath string) (*cha
 			return nil, err
 		}
 	} else {
-		if ac, err = f.auth.config("head"); err != nil {
+		if ac, err = f.auth.config("head", "head"); err != nil {
 			return nil, err
 		}
 		if c.head, err = loader.OpenHead(modelPath, loader.Options{TokenizerPath: tokPath}); err != nil {
