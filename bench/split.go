@@ -112,7 +112,7 @@ func Split(ctx context.Context, m *loader.Model, o SplitOptions) ([]SplitRow, er
 				if err != nil {
 					return nil, err
 				}
-				o.Logger.Info("bench split", "link", l.String(), "wire", enc.String(), "round", round, "of", o.Rounds, "warmup", round == 0,
+				o.Logger.Info("bench split", "session", 0, "stage", "bench", "link", l.String(), "wire", enc.String(), "round", round, "of", o.Rounds, "warmup", round == 0,
 					"prefill_tok_s", r.prefill, "decode_tok_s", r.decode)
 				if round > 0 {
 					res[enc] = append(res[enc], r)

@@ -64,7 +64,10 @@ func Import(src, dir string, opts Options) error {
 	if opts.Progress != nil {
 		copts = append(copts, container.WithProgress(opts.Progress))
 	}
-	out, err := prepare(dir, opts.Force, opts.Logger)
+	// Every line names the "stage" (the import) and a session (none: 0),
+	// as a pipeline's lines do.
+	log := opts.Logger.With("stage", "import", "session", 0)
+	out, err := prepare(dir, opts.Force, log)
 	if err != nil {
 		return err
 	}
@@ -78,7 +81,7 @@ func Import(src, dir string, opts Options) error {
 		b.Abort()
 		return err
 	}
-	log := opts.Logger.With("src", src, "out", dir)
+	log = log.With("src", src, "out", dir)
 	log.Info("import started", "format", string(m.Format), "config", w.Config.String(), "bytes", totalBytes(w))
 	if err := writeAll(opts.Context, b, m); err != nil {
 		if !opts.keepPartial {

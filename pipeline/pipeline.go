@@ -125,7 +125,7 @@ func Dial(ctx context.Context, addrs []string, opts Options) (*Chain, error) {
 		c.Close()
 		return nil, err
 	}
-	c.log.Info("pipeline ready", "session", 0, "stages", len(c.stages), "encoding", opts.Encoding.String(), "plan", strings.Join(c.Stages(), "; "))
+	c.log.Info("pipeline ready", "session", 0, "stage", "head", "stages", len(c.stages), "encoding", opts.Encoding.String(), "plan", strings.Join(c.Stages(), "; "))
 	return c, nil
 }
 
@@ -455,7 +455,7 @@ func (c *Chain) NewSession(ctx context.Context) (*Session, error) {
 			return nil, fmt.Errorf("opening a session: %w", err)
 		}
 	}
-	c.log.Info("session opened", "session", id, "stages", len(c.stages))
+	c.log.Info("session opened", "session", id, "stage", "head", "stages", len(c.stages))
 	return &Session{chain: c, id: id}, nil
 }
 
@@ -523,7 +523,7 @@ func (s *Session) request(ctx context.Context, tokens []int, pos int, flags wire
 
 // Close ends the session on every stage.
 func (s *Session) Close() error {
-	s.chain.log.Info("session closed", "session", s.id)
+	s.chain.log.Info("session closed", "session", s.id, "stage", "head")
 	for _, sc := range s.chain.stages {
 		s.chain.send(sc, func(fr *wire.Framer) error { return fr.WriteClose(wire.Meta{Session: s.id}) })
 	}

@@ -134,7 +134,7 @@ func Assemble(ctx context.Context, addrs []string, opts Options, po PoolOptions)
 		}
 		l := cluster.Link{RTT: fig.RTT, Mbps: fig.Mbps}
 		req.Links.Set(cluster.HeadName, m.display, l)
-		po.Logger.Info("measured link", "from", cluster.HeadName, "to", m.display, "link", l.String())
+		po.Logger.Info("measured link", "session", 0, "stage", "head", "from", cluster.HeadName, "to", m.display, "link", l.String())
 	}
 	for i, a := range ms {
 		for _, b := range ms[i+1:] {
@@ -143,7 +143,7 @@ func Assemble(ctx context.Context, addrs []string, opts Options, po PoolOptions)
 				return nil, err
 			}
 			req.Links.Set(a.display, b.display, l)
-			po.Logger.Info("measured link", "from", a.display, "to", b.display, "link", l.String())
+			po.Logger.Info("measured link", "session", 0, "stage", "head", "from", a.display, "to", b.display, "link", l.String())
 		}
 	}
 	plan, err := cluster.MakePlan(req)
@@ -151,7 +151,7 @@ func Assemble(ctx context.Context, addrs []string, opts Options, po PoolOptions)
 		return nil, err
 	}
 	for _, line := range plan.Reasons {
-		po.Logger.Info("plan: " + line)
+		po.Logger.Info("plan: "+line, "session", 0, "stage", "head")
 	}
 	asm := &Assembly{Plan: plan, Request: req}
 	if po.PlanOnly {

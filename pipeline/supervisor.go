@@ -180,7 +180,7 @@ func (s *Supervisor) lose(c *Chain, err error) {
 	}
 	s.mu.Unlock()
 	c.Close()
-	s.log.Error("pipeline lost; re-dialling the stages", "err", err)
+	s.log.Error("pipeline lost; re-dialling the stages", "session", 0, "stage", "head", "err", err)
 }
 
 // redial tries once to connect the chain again.
@@ -203,7 +203,7 @@ func (s *Supervisor) redial(ctx context.Context) bool {
 			}
 		}
 		s.mu.Unlock()
-		s.log.Warn("stages still down", "err", err)
+		s.log.Warn("stages still down", "session", 0, "stage", "head", "err", err)
 		return false
 	}
 	s.mu.Lock()
@@ -222,7 +222,7 @@ func (s *Supervisor) redial(ctx context.Context) bool {
 		}
 	}
 	s.mu.Unlock()
-	s.log.Info("pipeline re-dialled", "stages", len(s.addrs))
+	s.log.Info("pipeline re-dialled", "session", 0, "stage", "head", "stages", len(s.addrs))
 	return true
 }
 

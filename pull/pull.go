@@ -157,7 +157,7 @@ func Pull(ctx context.Context, ref string, opts Options) (*Result, error) {
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	d := &download{opts: opts, src: src, log: opts.Logger.With("file", src.Name),
+	d := &download{opts: opts, src: src, log: opts.Logger.With("stage", "pull", "session", 0, "file", src.Name),
 		final: filepath.Join(opts.Dir, src.Name)}
 	d.partial = d.final + PartialSuffix
 	return d.run(ctx)

@@ -66,7 +66,7 @@ func StartLocal(w *model.Weights, ranges [][2]int, base Config, codecs map[int]*
 		}
 		go func() {
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, net.ErrClosed) {
-				cfg.Logger.Error("local stage stopped", "stage", cfg.Name, "err", err)
+				cfg.Logger.Error("local stage stopped", "session", 0, "stage", cfg.Name, "err", err)
 			}
 		}()
 		l.servers = append(l.servers, srv)

@@ -107,7 +107,7 @@ func (p *PoolMember) Serve(l net.Listener) error {
 		defer p.mu.Unlock()
 		return p.closed
 	}
-	return acceptLoop(l, closed, p.log, p.serveConn)
+	return acceptLoop(l, closed, p.log.With("stage", p.cfg.Base.Name), p.serveConn)
 }
 
 // serveConn hands an accepted connection to the stage, once assigned, or
@@ -129,7 +129,7 @@ func (p *PoolMember) serveConn(conn net.Conn) {
 	case full:
 		conn.Close()
 		if n := p.refused.Add(1); n&(n-1) == 0 {
-			p.log.Warn("connection refused: too many connections", "session", 0, "peer", conn.RemoteAddr().String(), "max_conns", p.maxConns(), "refused_so_far", n)
+			p.log.Warn("connection refused: too many connections", "session", 0, "stage", p.cfg.Base.Name, "peer", conn.RemoteAddr().String(), "max_conns", p.maxConns(), "refused_so_far", n)
 		}
 	default:
 		go func() {

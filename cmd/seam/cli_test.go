@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"net"
 	"os"
 	"path/filepath"
@@ -198,46 +197,6 @@ func TestRunAgainstHTTPServer(t *testing.T) {
 	_, _, err = seamAll(t, append([]string{"run", "--model", filepath.Join(dir, testmodels.Stories260KGGUF), "--stages", ln.Addr().String(), "hi"}, keyFlags(t)...)...)
 	if err == nil || !strings.Contains(err.Error(), "that address answers HTTP, not the Seam stage protocol") {
 		t.Fatalf("%v", err)
-	}
-}
-
-// -v logs what happens at Info, structured, as JSON when asked; without it
-// nothing but warnings and errors.
-func TestLogging(t *testing.T) {
-	m := stories(t)
-	args := append(append([]string{"run"}, m...), "-n", "8", "--split", "2", "hi")
-	_, stderr, err := seamAll(t, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(stderr, "level=INFO") {
-		t.Errorf("Info lines without -v: %s", stderr)
-	}
-	_, stderr, err = seamAll(t, append([]string{"-v", "--log-format", "json"}, args...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	msgs := map[string]bool{}
-	for _, line := range strings.Split(stderr, "\n") {
-		if !strings.HasPrefix(line, "{") {
-			continue
-		}
-		var rec map[string]any
-		if err := json.Unmarshal([]byte(line), &rec); err != nil {
-			t.Fatalf("not JSON: %q", line)
-		}
-		if _, ok := rec["session"]; !ok {
-			t.Errorf("line without a session: %s", line)
-		}
-		msgs[rec["msg"].(string)] = true
-	}
-	for _, want := range []string{"listening", "connection accepted", "handshake accepted", "pipeline ready", "session opened", "session closed"} {
-		if !msgs[want] {
-			t.Errorf("-v: no %q line; saw %v", want, msgs)
-		}
-	}
-	if _, _, err := seamAll(t, "--log-format", "yaml", "version"); err == nil || !strings.Contains(err.Error(), "want text or json") {
-		t.Errorf("--log-format yaml: %v", err)
 	}
 }
 

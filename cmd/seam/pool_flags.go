@@ -58,7 +58,7 @@ func (f *poolFlags) assemble(ctx context.Context, modelPath, tokPath string, opt
 		if req.KL, err = measureModelKL(modelPath, tokPath, f.measureKL); err != nil {
 			return nil, err
 		}
-		slog.Info("measured KL at every boundary", "tokens", f.measureKL, "table", req.KL.String())
+		slog.Info("measured KL at every boundary", "session", 0, "stage", "head", "tokens", f.measureKL, "table", req.KL.String())
 	}
 	asm, err := pipeline.Assemble(ctx, strings.Split(f.pool, ","), opts, pipeline.PoolOptions{Request: req, Logger: slog.Default()})
 	if err != nil {
@@ -66,7 +66,7 @@ func (f *poolFlags) assemble(ctx context.Context, modelPath, tokPath string, opt
 	}
 	if asm.Plan != nil {
 		p := asm.Plan.Predicted
-		slog.Info("pool planned", "chain", strings.Join(asm.Addrs, ","), "ranges", fmt.Sprint(asm.Plan.Ranges()),
+		slog.Info("pool planned", "session", 0, "stage", "head", "chain", strings.Join(asm.Addrs, ","), "ranges", fmt.Sprint(asm.Plan.Ranges()),
 			"decode_tok_s", fmt.Sprintf("%.2f", p.Decode), "prefill_tok_s", fmt.Sprintf("%.1f", p.Prefill))
 	}
 	return asm, nil
