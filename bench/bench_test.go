@@ -1,9 +1,12 @@
 package bench
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,11 +70,47 @@ func TestSplit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
+	var logs bytes.Buffer
+	var calls [][2]int
 	o := SplitOptions{Stages: 3, Encodings: []wire.EncodingID{wire.EncodingF32, wire.EncodingQ8}, Links: []Link{{1000, 0}, {100, 1}},
-		PromptTokens: 8, DecodeTokens: 4, Rounds: 1, Logger: slog.New(slog.DiscardHandler)}
+		PromptTokens: 8, DecodeTokens: 4, Rounds: 1, Logger: slog.New(slog.NewJSONHandler(&logs, nil)),
+		Progress: func(done, total int) { calls = append(calls, [2]int{done, total}) }}
 	rows, err := Split(context.Background(), m, o)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// 2 links x 2 encodings x 2 rounds (the warm-up included): the progress
+	// is told after each run, and each run is one Info line.
+	const runs = 8
+	if len(calls) != runs {
+		t.Errorf("Progress called %d times, want %d: %v", len(calls), runs, calls)
+	}
+	for i, c := range calls {
+		if c != [2]int{i + 1, runs} {
+			t.Errorf("Progress call %d: (done, total) = %v, want (%d, %d)", i, c, i+1, runs)
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	warmups := 0
+	for _, line := range lines {
+		var rec struct {
+			Msg, Level, Stage, Wire, Link string
+			Session                       *int
+			Warmup                        bool
+			Decode                        float64 `json:"decode_tok_s"`
+		}
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if rec.Msg != "bench split" || rec.Level != "INFO" || rec.Stage != "bench" || rec.Session == nil || rec.Wire == "" || rec.Link == "" || !(rec.Decode > 0) {
+			t.Errorf("log line %s", line)
+		}
+		if rec.Warmup {
+			warmups++
+		}
+	}
+	if len(lines) != runs || warmups != runs/2 {
+		t.Errorf("%d log lines (%d warm-ups), want %d (%d):\n%s", len(lines), warmups, runs, runs/2, logs.String())
 	}
 	if len(rows) != 4 {
 		t.Fatalf("%d rows", len(rows))

@@ -56,12 +56,19 @@ func openFull(path, tokPath string) (*loader.Model, *model.Model, error) {
 	return lm, m, nil
 }
 
-// progress returns a progress bar on stderr when it is a terminal, else nil
-// (eval accepts a nil Progress).
+// progress returns a progress bar on stderr when it is a terminal;
+// otherwise it prints a plain line each time another tenth is done, so a
+// piped run is not silent.
 func progress(cmd *cobra.Command, what string) eval.Progress {
 	f, ok := stderrTerminal(cmd)
 	if !ok {
-		return nil
+		next := 1
+		return func(done, total int) {
+			if total > 0 && done*10 >= next*total {
+				fmt.Fprintf(cmd.ErrOrStderr(), "%s: %d of %d (%d%%)\n", what, done, total, done*100/total)
+				next = done*10/total + 1
+			}
+		}
 	}
 	var bar *progressbar.ProgressBar
 	return func(done, total int) {
