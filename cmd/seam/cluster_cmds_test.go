@@ -2,19 +2,28 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/seamlm/seam/auth"
+	"github.com/seamlm/seam/container"
+	"github.com/seamlm/seam/eval"
 	"github.com/seamlm/seam/internal/testmodels"
+	"github.com/seamlm/seam/loader"
+	"github.com/seamlm/seam/model"
+	"github.com/zeebo/blake3"
 )
 
 func TestKeygen(t *testing.T) {
@@ -241,5 +250,172 @@ func TestUp(t *testing.T) {
 	}
 	if got := "Once upon a time" + body.Choices[0].Text; !strings.HasPrefix(string(want), got) || len(body.Choices[0].Text) < 40 {
 		t.Fatalf("completion %q does not continue the reference text %q", got, want[:200])
+	}
+}
+
+// seamLog runs the command in this process and returns its stdout and
+// stderr (where -v logs go).
+func seamLog(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	cmd := newRootCmd()
+	var out, errOut bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SetArgs(args)
+	err := cmd.Execute()
+	return out.String(), errOut.String(), err
+}
+
+// Every command that talks to other nodes needs keys or --insecure: none
+// of them is refused, both is refused, and --insecure warns on stderr.
+func TestAuthFlagsRefused(t *testing.T) {
+	ctr := importStories(t)
+	const none = "give --key FILE and --trust FILE"
+	for _, args := range [][]string{
+		{"serve", "--model", ctr, "--layers", "0:5", "--listen", "127.0.0.1:0"},
+		{"serve", "--model", ctr, "--listen", "127.0.0.1:0"},
+		{"run", "--model", ctr, "--stages", "127.0.0.1:1", "-n", "4", "Once"},
+		{"run", "--model", ctr, "--pool", "127.0.0.1:1", "-n", "4", "Once"},
+		{"plan", "--model", ctr, "--pool", "127.0.0.1:1"},
+	} {
+		if _, _, err := seamLog(t, args...); err == nil || !strings.Contains(err.Error(), none) {
+			t.Errorf("%s without keys or --insecure: %v, want %q", strings.Join(args[:2], " "), err, none)
+		}
+		both := append(slices.Clone(args), append([]string{"--insecure"}, keyFlags(t)...)...)
+		if _, _, err := seamLog(t, both...); err == nil || !strings.Contains(err.Error(), "give either --insecure or --key and --trust, not both") {
+			t.Errorf("%s with --insecure and keys: %v", strings.Join(args[:2], " "), err)
+		}
+	}
+	// Nothing listens on port 1: the run fails after the warning.
+	_, stderr, err := seamLog(t, "run", "--model", ctr, "--stages", "127.0.0.1:1", "--insecure", "-n", "4", "Once")
+	if err == nil || !strings.Contains(stderr, "INSECURE: --insecure is set: head connections are neither encrypted nor authenticated") {
+		t.Fatalf("run --insecure: %v, stderr:\n%s", err, stderr)
+	}
+}
+
+// fitCodecsInto fits a codec of perToken bytes at every boundary of the
+// container's model, records its held-out KL (on sampled tokens) and
+// attaches it; it returns the KLs by boundary.
+func fitCodecsInto(t *testing.T, ctr string, perToken int) map[int]float64 {
+	t.Helper()
+	ref, _ := os.ReadFile(testmodels.Path(t, testmodels.GreedyOnceUpon))
+	m, err := loader.Open(ctr, loader.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	mod, _ := model.New(m.Weights)
+	held, err := eval.SampleTokens(mod, m.Tokenizer.BOS(), m.Tokenizer.EOS(), 128, 7, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kls := map[int]float64{}
+	for b := 1; b < m.Weights.Config.NLayers; b++ {
+		c := fitAt(t, m, b, strings.Repeat(string(ref), 2), perToken)
+		if kls[b], err = eval.HeldoutKL(mod, held, b, c); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.SetHeldoutKL(kls[b]); err != nil {
+			t.Fatal(err)
+		}
+		file := c.Marshal()
+		if err := container.AddCodec(ctr, b, file, blake3.Sum256(file)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return kls
+}
+
+// seam plan FILE with --max-kl and --measure-kl: over a slow link between
+// two hosts that are both needed, the boundary gets the container's codec
+// when its recorded KL is within the budget, a measured quantized
+// encoding when only those are, and f32 with no budget; each with its
+// reason line.
+func TestPlanFileChoosesEncodings(t *testing.T) {
+	ctr := importStories(t)
+	kls := fitCodecsInto(t, ctr, 16)
+	shape, err := modelShape(ctr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Room for three layers and the embedding or classifier, with one
+	// session: each host holds 3 of the 5 layers, so both are needed.
+	mem := 64<<20 + max(shape.EmbedBytes, shape.HeadBytes) + 3*(shape.LayerBytes+shape.KVBytesPerLayer()) + 1024
+	file := fmt.Sprintf("model = %q\ninsecure = true\nsessions = 1\n", ctr)
+	for _, h := range []string{"a", "b"} {
+		file += fmt.Sprintf("[[host]]\nname = %q\naddr = \"198.18.0.9:7070\"\nmemory = \"%d\"\ndecode_ms = 0.02\nprefill_ms = 0.01\nhead_ms = 0.03\n", h, mem)
+	}
+	for _, l := range []string{`a = "head"` + "\nb = \"a\"\nmbps = 1000\nrtt_ms = 0.1", `a = "head"` + "\nb = \"b\"\nmbps = 1000\nrtt_ms = 0.1", `a = "a"` + "\nb = \"b\"\nmbps = 0.5\nrtt_ms = 30"} {
+		file += "[[link]]\n" + l + "\n"
+	}
+	path := filepath.Join(t.TempDir(), "c.toml")
+	if err := os.WriteFile(path, []byte(file), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	worst, best := 0.0, math.Inf(1)
+	for _, kl := range kls {
+		worst, best = max(worst, kl), min(best, kl)
+	}
+	for _, c := range []struct {
+		maxKL string
+		want  []string
+		not   string
+	}{
+		{fmt.Sprint(1.01 * worst), []string{"boundary 1 → lowrank (KL", "f32 would cap decode at"}, ""},
+		{fmt.Sprint(min(0.01, best/2)), []string{"boundary 1 → q", "f32 would cap decode at"}, "lowrank"},
+		{"0", []string{"boundary 1 → f32: a → b over 0.50 Mbit/s", "exact: --max-kl 0 allows only f32"}, "would cap"},
+	} {
+		args := []string{"plan", path, "--max-kl", c.maxKL}
+		if c.maxKL != "0" {
+			args = append(args, "--measure-kl", "64")
+		}
+		out, err := seam(t, args...)
+		if err != nil {
+			t.Fatalf("plan --max-kl %s: %v", c.maxKL, err)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("plan --max-kl %s: output lacks %q:\n%s", c.maxKL, w, out)
+			}
+		}
+		for _, line := range strings.Split(out, "\n") {
+			if strings.Contains(line, "boundary 1 →") && c.not != "" && strings.Contains(line, c.not) {
+				t.Errorf("plan --max-kl %s: boundary line has %q:\n%s", c.maxKL, c.not, out)
+			}
+		}
+	}
+}
+
+// run --pool with --max-kl and --measure-kl: a member that sends through
+// an emulated 1 Mbit/s link makes the planner choose a lossy encoding for
+// its boundary; the run produces text; a second run reuses the members
+// with the same encoding, from the plan record the first head kept.
+func TestRunPoolWithBudget(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir()) // the plan record
+	ctr := importStories(t)
+	pool := []string{startMember(t, ctr, "--memory", "65.5MiB", "--name", "slow", "--link-mbps", "1"), startMember(t, ctr, "--memory", "65.5MiB", "--name", "fast")}
+	args := append([]string{"-v", "run", "--model", ctr, "--pool", strings.Join(pool, ","), "--sessions", "1", "--max-kl", "0.01", "--measure-kl", "64",
+		"-n", "40", "--temperature", "0", "Once upon a time"}, keyFlags(t)...)
+	boundary := regexp.MustCompile(`plan: boundary 1 → (\S+) \(KL [0-9.e-]+ ≤ 0.01\): (?:slow → fast|fast → slow)`)
+	text, stderr, err := seamLog(t, args...)
+	if err != nil {
+		t.Fatalf("run --pool --max-kl: %v\n%s", err, stderr)
+	}
+	m := boundary.FindStringSubmatch(stderr)
+	if m == nil || m[1] == "f32" {
+		t.Fatalf("no lossy boundary planned over the slow link:\n%s", stderr)
+	}
+	if !strings.HasPrefix(text, "Once upon a time") || len(text) < 60 {
+		t.Fatalf("text %q", text)
+	}
+	if !strings.Contains(stderr, `msg=routed session=0 stage=1`) || !strings.Contains(stderr, "encoding="+m[1]) {
+		t.Fatalf("the chain was not routed with %s:\n%s", m[1], stderr)
+	}
+	_, stderr, err = seamLog(t, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stderr, "reusing them") || !strings.Contains(stderr, "encodings="+m[1]) || !strings.Contains(stderr, "encoding="+m[1]) {
+		t.Fatalf("the second run did not reuse the chain with %s:\n%s", m[1], stderr)
 	}
 }

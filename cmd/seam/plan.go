@@ -37,7 +37,10 @@ used only where its measured KL is within it (0, the default, keeps every
 boundary exact, bit-identical to the whole model). --measure-kl N measures
 the KL of f16, q8, q5 and q4 at every boundary, teacher-forced against the
 whole model on N tokens it samples (this runs the whole model here); an
-encoding without a measurement is never chosen.`,
+encoding without a measurement is never chosen. lowrank is a candidate at a
+boundary whose codec is attached to the model's container with the
+held-out KL 'seam fit-codec' records; the hosts are taken to hold the same
+container.`,
 		Example: `  seam plan cluster.toml
   seam plan --max-kl 0.01 --measure-kl 256 cluster.toml
   seam plan --model m.seam --pool 10.0.0.2:7070,10.0.0.3:7070 --key head.key --trust cluster.trust`,
@@ -78,6 +81,13 @@ encoding without a measurement is never chosen.`,
 			if err != nil {
 				return fmt.Errorf("%w (planning against a running pool is 'seam run --pool')", err)
 			}
+			// The hosts are taken to serve copies of the head's container.
+			codecs, err := containerCodecs(f.Model)
+			if err != nil {
+				return err
+			}
+			req.Codecs = cluster.CodecInfos(codecs)
+			req.HoldCodecs(codecs)
 			if measureKL > 0 {
 				if req.KL, err = measureModelKL(f.Model, tokenizerPath, measureKL); err != nil {
 					return err

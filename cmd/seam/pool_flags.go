@@ -2,12 +2,20 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/seamlm/seam/cluster"
+	"github.com/seamlm/seam/codec"
+	"github.com/seamlm/seam/loader"
 	"github.com/seamlm/seam/pipeline"
+	"github.com/seamlm/seam/wire"
 	"github.com/spf13/cobra"
 )
 
@@ -54,13 +62,19 @@ func (f *poolFlags) assemble(ctx context.Context, modelPath, tokPath string, opt
 		return nil, err
 	}
 	req := cluster.Request{Shape: shape, Sessions: f.sessions, MaxKL: f.maxKL, Logits: !f.greedy}
+	codecs, err := containerCodecs(modelPath)
+	if err != nil {
+		return nil, err
+	}
+	req.Codecs = cluster.CodecInfos(codecs)
 	if f.measureKL > 0 {
 		if req.KL, err = measureModelKL(modelPath, tokPath, f.measureKL); err != nil {
 			return nil, err
 		}
 		slog.Info("measured KL at every boundary", "session", 0, "stage", "head", "tokens", f.measureKL, "table", req.KL.String())
 	}
-	asm, err := pipeline.Assemble(ctx, strings.Split(f.pool, ","), opts, pipeline.PoolOptions{Request: req, Logger: slog.Default()})
+	addrs := strings.Split(f.pool, ",")
+	asm, err := pipeline.Assemble(ctx, addrs, opts, pipeline.PoolOptions{Request: req, Logger: slog.Default(), Record: planRecord(opts.Identity, addrs)})
 	if err != nil {
 		return nil, err
 	}
@@ -70,4 +84,36 @@ func (f *poolFlags) assemble(ctx context.Context, modelPath, tokPath string, opt
 			"decode_tok_s", fmt.Sprintf("%.2f", p.Decode), "prefill_tok_s", fmt.Sprintf("%.1f", p.Prefill))
 	}
 	return asm, nil
+}
+
+// containerCodecs are the boundary codecs attached to the head's container
+// (none for a single-file model). For the planner (cluster.CodecInfos),
+// lowrank is a candidate at a boundary whose codec has a recorded
+// held-out KL.
+func containerCodecs(path string) (map[int]*codec.Codec, error) {
+	if f, err := loader.Detect(path); err != nil || f != loader.FormatContainer {
+		return nil, err
+	}
+	h, err := loader.OpenHead(path, loader.Options{NoTokenizer: true})
+	if err != nil {
+		return nil, err
+	}
+	return h.Codecs, nil
+}
+
+// planRecord is where this head records the chain it assigns to a pool
+// (pipeline.PoolOptions.Record), so that a restarted head reuses the
+// plan's boundary encodings: a file per model and set of member addresses
+// under the user's cache directory ("" when there is none).
+func planRecord(id wire.Digest, addrs []string) string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	h := sha256.New()
+	h.Write(id[:])
+	for _, a := range slices.Sorted(slices.Values(addrs)) {
+		h.Write([]byte(strings.TrimSpace(a) + "\n"))
+	}
+	return filepath.Join(dir, "seam", "plans", hex.EncodeToString(h.Sum(nil)[:12])+".json")
 }
