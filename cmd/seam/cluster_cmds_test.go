@@ -169,6 +169,7 @@ func startMember(t *testing.T, ctr string, extra ...string) string {
 // budget, are planned by `seam run --pool` over TLS; the greedy text is
 // the reference text; a second run reuses the assignment.
 func TestRunPool(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir()) // the plan record
 	ctr := importStories(t)
 	want, err := os.ReadFile(filepath.Join(testmodels.Dir(t), testmodels.GreedyOnceUpon))
 	if err != nil {
@@ -202,6 +203,7 @@ func TestRunPool(t *testing.T) {
 // address; the head plans the pool over TLS and serves the API, whose
 // greedy completion continues the reference text.
 func TestUp(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir()) // the plan record
 	ctr := importStories(t)
 	want, err := os.ReadFile(filepath.Join(testmodels.Dir(t), testmodels.GreedyOnceUpon))
 	if err != nil {

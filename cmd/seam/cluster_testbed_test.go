@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,6 +9,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -45,15 +46,16 @@ func TestAPIOnTestbed(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	start := func(node, ready string, args ...string) string {
+	cache := t.TempDir() // the head's plan record
+	start := func(node, ready string, args ...string) *syncBuffer {
 		cmd := tb.Command(ctx, node, os.Args[0], append(args, keyFlags(t)...)...)
-		cmd.Env = append(os.Environ(), "SEAM_TEST_MAIN=1")
+		cmd.Env = append(os.Environ(), "SEAM_TEST_MAIN=1", "XDG_CACHE_HOME="+cache)
 		out, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
 		}
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
+		stderr := &syncBuffer{}
+		cmd.Stderr = stderr
 		if err := tb.Start(cmd); err != nil {
 			t.Fatal(err)
 		}
@@ -62,7 +64,7 @@ func TestAPIOnTestbed(t *testing.T) {
 			t.Fatalf("%s in %s: %q %v; stderr: %s", args[0], node, line, err, stderr.String())
 		}
 		go io.Copy(io.Discard, out)
-		return line
+		return stderr
 	}
 	var pool []string
 	for _, n := range []string{"a", "b"} {
@@ -71,8 +73,17 @@ func TestAPIOnTestbed(t *testing.T) {
 		pool = append(pool, addr)
 	}
 	apiAddr := tb.Host("h") + ":8080"
-	start("h", "serving", "api", "--model", modelPath, "--tokenizer", tokPath, "--listen", apiAddr, "--pool", strings.Join(pool, ","),
+	apiLog := start("h", "serving", "-v", "api", "--model", modelPath, "--tokenizer", tokPath, "--listen", apiAddr, "--pool", strings.Join(pool, ","),
 		"--sessions", "8", "--poll", "100ms")
+	// The stages are in the other namespaces: the plan uses both members.
+	planned := regexp.MustCompile(`msg="pool planned" .*chain=(\S+) ranges="([^"]+)"`).FindStringSubmatch(apiLog.String())
+	if planned == nil {
+		t.Fatalf("the api logged no plan:\n%s", apiLog)
+	}
+	if chain := strings.Split(planned[1], ","); len(chain) != 2 || !slices.Contains(chain, pool[0]) || !slices.Contains(chain, pool[1]) {
+		t.Fatalf("the api planned the chain %s (%s); want both members, in a and b", planned[1], planned[2])
+	}
+	t.Logf("planned chain %s, ranges %s", planned[1], planned[2])
 
 	// The client runs here, in the root namespace, through a proxy into h.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -119,3 +130,4 @@ func TestAPIOnTestbed(t *testing.T) {
 	}
 	checkOpenAIRun(t, &r, strings.TrimSuffix(strings.TrimPrefix(run, prompt), "\n"), promptTokens, chatPromptTokens)
 }
+
