@@ -92,7 +92,10 @@ func fakeServer(t testing.TB, cfg Config) (*Server, *httptest.Server) {
 	if cfg.Engine == nil {
 		cfg.Engine = &fakeEngine{}
 	}
-	cfg.Tokenizer, cfg.ModelName, cfg.Logger = fakeTok{}, "fake", slog.New(slog.DiscardHandler)
+	cfg.Tokenizer, cfg.ModelName = fakeTok{}, "fake"
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
 	if cfg.ContextLen == 0 {
 		cfg.ContextLen = 64
 	}

@@ -95,7 +95,10 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now(), maxPiece: 1}
+	// The API is the head's front: its lines are the head's (stage "head"),
+	// and belong to no one session (an HTTP request may use none, or one
+	// the scheduler opens, which the scheduler's own lines name).
+	s := &Server{cfg: cfg, log: cfg.Logger.With("stage", "head", "session", 0), started: time.Now(), maxPiece: 1}
 	for id := range cfg.Tokenizer.VocabSize() {
 		s.maxPiece = max(s.maxPiece, len(cfg.Tokenizer.Piece(id)))
 	}
