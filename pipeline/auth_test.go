@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"errors"
 	"log/slog"
 	"net"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/seamlm/seam/loader"
 	"github.com/seamlm/seam/model"
 	"github.com/seamlm/seam/stage"
+	"github.com/seamlm/seam/wire"
 )
 
 type logBuf struct {
@@ -187,5 +189,94 @@ func TestChainPlaintextRefused(t *testing.T) {
 				t.Fatalf("err %v, want %q", err, c.wantErrSub)
 			}
 		})
+	}
+}
+
+// A stage routed to a stage of the other kind is refused by it: the head
+// holds both connections itself (it would refuse the mismatched one
+// first), so here it connects to stage 1 alone and routes it to stage 2,
+// as Dial does.
+func TestStageToStagePlaintextRefused(t *testing.T) {
+	m := openStories(t)
+	id, _ := m.Identity()
+	k := newNodeKey(t)
+	secure := func() *auth.Config { return k.cfg(t, k) }
+	insecure := func() *auth.Config { return &auth.Config{Insecure: true} }
+	for _, c := range []struct {
+		name       string
+		s1, s2     func() *auth.Config
+		wantErrSub string
+	}{
+		{"TLS stage to plaintext stage", secure, insecure, "answered in plaintext"},
+		{"plaintext stage to TLS stage", insecure, secure, "requires TLS"},
+		{"both TLS", secure, secure, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			logs := [2]*logBuf{{}, {}}
+			addrs := startStages(t, m, [2]*auth.Config{c.s1(), c.s2()}, logs)
+			ch := &Chain{opts: poolDefaults(Options{Identity: id, Config: m.Weights.Config, Timeout: 5 * time.Second, Auth: c.s1()}),
+				waiters: map[uint64]chan event{}, sessions: map[uint64]bool{}, log: quiet}
+			sc, err := ch.connect(context.Background(), 0, addrs[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			ch.stages = []*stageConn{sc, {index: 1, addr: addrs[1], layers: wire.LayerRange{Start: 2, End: uint32(m.Weights.Config.NLayers)}}}
+			defer sc.conn.Close()
+			go ch.read(sc)
+			err = ch.route(context.Background())
+			if c.wantErrSub == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.wantErrSub) || !strings.Contains(err.Error(), "routing to stage 2") {
+				t.Fatalf("err %v, want %q when routing to stage 2", err, c.wantErrSub)
+			}
+			t.Log(err)
+		})
+	}
+}
+
+// A pool with a plaintext member and a TLS one is refused, whichever kind
+// the head is, naming the member of the other kind.
+func TestPoolPlaintextRefused(t *testing.T) {
+	m := openStories(t)
+	id, _ := m.Identity()
+	k := newNodeKey(t)
+	secure := k.cfg(t, k)
+	insecure := &auth.Config{Insecure: true}
+	var addrs []string
+	for i, a := range []*auth.Config{secure, insecure} {
+		open := func(first, last int) (*stage.Part, error) { return nil, errors.New("not assigned in this test") }
+		pm, err := stage.NewPoolMember(stage.PoolConfig{
+			Base:     stage.Config{Name: []string{"tls", "plain"}[i], Timeout: 5 * time.Second, Auth: a, Logger: quiet},
+			Identity: id, Model: m.Weights.Config, Open: open,
+			Describe: wire.Description{Free: 8 << 20, DecodeNanos: 20_000, PrefillNanos: 10_000, HeadNanos: 30_000},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go pm.Serve(ln)
+		t.Cleanup(func() { pm.Close() })
+		addrs = append(addrs, ln.Addr().String())
+	}
+	for _, c := range []struct {
+		name string
+		head *auth.Config
+		addr string
+		want string
+	}{
+		{"TLS head", secure, addrs[1], "answered in plaintext"},
+		{"plaintext head", insecure, addrs[0], "requires TLS"},
+	} {
+		_, err := Assemble(context.Background(), addrs, Options{Identity: id, Config: m.Weights.Config, Timeout: 5 * time.Second, Auth: c.head}, poolRequest(t, m))
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "pool member "+c.addr) {
+			t.Errorf("%s: %v, want %q naming pool member %s", c.name, err, c.want, c.addr)
+		}
 	}
 }
