@@ -130,4 +130,3 @@ func TestAPIOnTestbed(t *testing.T) {
 	}
 	checkOpenAIRun(t, &r, strings.TrimSuffix(strings.TrimPrefix(run, prompt), "\n"), promptTokens, chatPromptTokens)
 }
-
