@@ -17,7 +17,8 @@ func newServeCmd() *cobra.Command {
 		modelPath, layers, listen, name string
 		timeout                         time.Duration
 		allowDown                       []string
-		maxSessions                     int
+		maxSessions, maxConns           int
+		verify                          bool
 		linkMbps, linkLatMs             float64
 		memory                          string
 		af                              authFlags
@@ -69,14 +70,14 @@ loopback experiments; the head must then use --insecure too.`,
 				if cmd.Flags().Changed("max-sessions") {
 					return fmt.Errorf("--max-sessions: a pool member holds as many sessions as the head's plan budgets for (seam run --pool --sessions N)")
 				}
-				ps := poolServe{modelPath: modelPath, listen: listen, name: name, memory: memory,
-					base: stage.Config{Timeout: timeout, AllowDownstream: allowDown, Auth: ac}}
+				ps := poolServe{modelPath: modelPath, listen: listen, name: name, memory: memory, verify: verifyWeights(cmd, name, modelPath, verify),
+					base: stage.Config{Timeout: timeout, AllowDownstream: allowDown, Auth: ac, MaxConns: maxConns}}
 				return ps.run(cmd, lc)
 			}
 			if cmd.Flags().Changed("memory") {
 				return fmt.Errorf("--memory is a pool member's budget; a stage with --layers maps its range whatever it costs")
 			}
-			m, err := loader.Open(modelPath, loader.Options{First: a, Last: b, NoTokenizer: true})
+			m, err := loader.Open(modelPath, loader.Options{First: a, Last: b, NoTokenizer: true, Verify: verifyWeights(cmd, name, modelPath, verify)})
 			if err != nil {
 				return err
 			}
@@ -91,7 +92,7 @@ loopback experiments; the head must then use --insecure too.`,
 			if err != nil {
 				return fmt.Errorf("%s: %w", modelPath, err)
 			}
-			cfg := stage.Config{Model: mod, Identity: id, Name: name, Link: lc, Timeout: timeout, MaxSessions: maxSessions,
+			cfg := stage.Config{Model: mod, Identity: id, Name: name, Link: lc, Timeout: timeout, MaxSessions: maxSessions, MaxConns: maxConns,
 				AllowDownstream: allowDown, Logger: slog.Default(), Auth: ac}
 			if err := stage.UseCodecs(&cfg, m.Codecs); err != nil {
 				return err
@@ -116,6 +117,8 @@ loopback experiments; the head must then use --insecure too.`,
 	cmd.Flags().StringVar(&name, "name", "", "stage name in messages (default host[A:B])")
 	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "bound on each write and on the downstream handshake")
 	cmd.Flags().IntVar(&maxSessions, "max-sessions", 64, "most sessions (KV caches) held at once")
+	cmd.Flags().IntVar(&maxConns, "max-conns", stage.DefaultMaxConns, "most connections held at once; more are closed as they arrive (and logged)")
+	cmd.Flags().BoolVar(&verify, "verify", true, "check the BLAKE3 checksums of a container's range before serving it, and refuse a damaged one (GGUF and llama2.c files have none: --verify with one is an error)")
 	cmd.Flags().StringSliceVar(&allowDown, "allow-downstream", nil, "host:port addresses this stage may be routed to (default: any; set it on stages reachable by untrusted hosts)")
 	registerLinkFlags(cmd, &linkMbps, &linkLatMs)
 	af.register(cmd)

@@ -18,6 +18,7 @@ import (
 // poolServe is 'seam serve' without --layers: a pool member.
 type poolServe struct {
 	modelPath, listen, name, memory string
+	verify                          bool
 	base                            stage.Config
 }
 
@@ -49,7 +50,7 @@ func (o *poolServe) run(cmd *cobra.Command, lc link.Config) error {
 	pm, err := stage.NewPoolMember(stage.PoolConfig{
 		Base: base, Identity: head.Identity, Model: cfg, Codecs: codec.Digests(head.Codecs),
 		Describe: wire.Description{Free: uint64(free), DecodeNanos: uint64(speed.DecodeLayer), PrefillNanos: uint64(speed.PrefillLayer), HeadNanos: uint64(speed.Head)},
-		Open:     func(first, last int) (*stage.Part, error) { return openPart(o.modelPath, first, last) },
+		Open:     func(first, last int) (*stage.Part, error) { return openPart(o.modelPath, first, last, o.verify) },
 	})
 	if err != nil {
 		return err
@@ -84,8 +85,8 @@ func probe(path string, nLayers int) (cluster.Speed, error) {
 }
 
 // openPart maps layers [first, last) of the model for an assignment.
-func openPart(path string, first, last int) (*stage.Part, error) {
-	m, err := loader.Open(path, loader.Options{First: first, Last: last, NoTokenizer: true})
+func openPart(path string, first, last int, verify bool) (*stage.Part, error) {
+	m, err := loader.Open(path, loader.Options{First: first, Last: last, NoTokenizer: true, Verify: verify})
 	if err != nil {
 		return nil, err
 	}
