@@ -211,6 +211,10 @@ func (s *Server) stop(reason string) error {
 			go func() { // a peer that stopped reading must not hold up the others
 				defer wg.Done()
 				p.sendShutdown(msg, shutdownNotice)
+				// Closing the peer's own connection, not only the socket
+				// below, delivers what an emulated link still holds (the
+				// notice among it) within the notice's write deadline.
+				p.close()
 			}()
 		}
 		wg.Wait()

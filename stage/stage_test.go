@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/seamlm/seam/generate"
+	"github.com/seamlm/seam/link"
 	"github.com/seamlm/seam/model"
 	"github.com/seamlm/seam/pipeline"
 	"github.com/seamlm/seam/sample"
@@ -275,8 +276,16 @@ func TestAllowDownstream(t *testing.T) {
 // computed; the other stages keep serving new heads.
 func TestShutdownTellsTheHead(t *testing.T) {
 	w := demoWeights(t)
-	for victim := range 2 {
-		c, local := startChain(t, w, [][2]int{{0, 3}, {3, 6}}, stage.Config{Timeout: 5 * time.Second})
+	// The second pair runs over emulated 5 ms links, whose queued bytes
+	// (the notice among them) are delivered only if the stage closes the
+	// link rather than the socket under it.
+	for run := range 4 {
+		victim := run % 2
+		cfg := stage.Config{Timeout: 5 * time.Second}
+		if run >= 2 {
+			cfg.Link = link.Config{Latency: 5 * time.Millisecond}
+		}
+		c, local := startChain(t, w, [][2]int{{0, 3}, {3, 6}}, cfg)
 		s, err := c.NewSession(context.Background())
 		if err != nil {
 			t.Fatal(err)
