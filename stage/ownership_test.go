@@ -113,41 +113,50 @@ func continues(t *testing.T, c *pipeline.Chain, victim *pipeline.Session, prompt
 	testmodels.SameBits(t, "the victim's next logits against an undisturbed run's", got, want)
 }
 
+// victimChain starts stages over ranges, opens a head's chain and a
+// session on it that has run prompt, and returns them with the session's
+// id as the stages logged it (one "session opened" line per stage).
+func victimChain(t *testing.T, ranges [][2]int, prompt []int) (*pipeline.Chain, *stage.Local, *pipeline.Session, uint64) {
+	t.Helper()
+	w := demoWeights(t)
+	var log syncBuffer
+	local, err := stage.StartLocal(w, ranges, stage.Config{Identity: testID, Timeout: 5 * time.Second,
+		Logger: slog.New(slog.NewJSONHandler(&log, nil))}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { local.Close() })
+	c, err := pipeline.Dial(context.Background(), local.Addrs, pipeline.Options{Identity: testID, Config: w.Config, Timeout: 5 * time.Second, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	victim, err := c.NewSession(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := victim.Forward(context.Background(), prompt, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	ids := openedSessions(t, log.String())
+	if len(ids) != len(ranges) || ids[0] != ids[len(ids)-1] {
+		t.Fatalf("sessions opened: %v, want the one session on each of %d stages", ids, len(ranges))
+	}
+	return c, local, victim, ids[0]
+}
+
 // A head may not drive another head's session: its frames for it are
 // refused on its own connection (found by the resilience probe: Prefill and
 // Decode were processed for any session id from any connection).
 func TestHeadCannotDriveAnotherHeadsSession(t *testing.T) {
 	w := demoWeights(t)
-	var log syncBuffer
-	n := w.Config.NLayers
-	local, err := stage.StartLocal(w, [][2]int{{0, n}}, stage.Config{Identity: testID, Timeout: 5 * time.Second,
-		Logger: slog.New(slog.NewJSONHandler(&log, nil))}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer local.Close()
-	c, err := pipeline.Dial(context.Background(), local.Addrs, pipeline.Options{Identity: testID, Config: w.Config, Timeout: 5 * time.Second, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	victim, err := c.NewSession(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
 	prompt := []int{1, 17, 42, 99}
-	if _, err := victim.Forward(context.Background(), prompt, 0, false); err != nil {
-		t.Fatal(err)
-	}
-	ids := openedSessions(t, log.String())
-	if len(ids) != 1 {
-		t.Fatalf("sessions opened: %v, want one", ids)
-	}
+	c, local, victim, id := victimChain(t, [][2]int{{0, w.Config.NLayers}}, prompt)
 	h := wire.Hello{Generation: wire.MaxGeneration, MinGeneration: wire.MinGeneration, MaxGeneration: wire.MaxGeneration,
 		Model: testID, Width: uint32(w.Config.Dim), Vocab: uint32(w.Config.VocabSize),
 		Encodings: wire.Default.IDs(), Encoding: wire.EncodingF32, Name: "intruder"}
 	conn, fr := rawPeer(t, local.Addrs[0], h)
-	m := wire.Meta{Session: ids[0], Request: 77, Start: uint32(len(prompt))}
+	m := wire.Meta{Session: id, Request: 77, Start: uint32(len(prompt))}
 	if err := fr.WriteTokenIDs(wire.KindDecode, 0, m, []uint32{3}); err != nil {
 		t.Fatal(err)
 	}
@@ -161,38 +170,15 @@ func TestHeadCannotDriveAnotherHeadsSession(t *testing.T) {
 // head (the probe ended a victim's run with frames sent as an upstream).
 func TestUpstreamCannotFeedAnotherChainsSession(t *testing.T) {
 	w := demoWeights(t)
-	var log syncBuffer
 	n := w.Config.NLayers
-	local, err := stage.StartLocal(w, [][2]int{{0, 2}, {2, n}}, stage.Config{Identity: testID, Timeout: 5 * time.Second,
-		Logger: slog.New(slog.NewJSONHandler(&log, nil))}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer local.Close()
-	c, err := pipeline.Dial(context.Background(), local.Addrs, pipeline.Options{Identity: testID, Config: w.Config, Timeout: 5 * time.Second, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	victim, err := c.NewSession(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
 	prompt := []int{1, 8, 64}
-	if _, err := victim.Forward(context.Background(), prompt, 0, false); err != nil {
-		t.Fatal(err)
-	}
-	ids := openedSessions(t, log.String())
-	if len(ids) != 2 || ids[0] != ids[1] {
-		t.Fatalf("sessions opened: %v, want the one session on both stages", ids)
-	}
-	h := upstreamHello(w, 0, 2, uint32(n))
-	conn, fr := rawPeer(t, local.Addrs[1], h)
+	c, local, victim, id := victimChain(t, [][2]int{{0, 2}, {2, n}}, prompt)
+	conn, fr := rawPeer(t, local.Addrs[1], upstreamHello(w, 0, 2, uint32(n)))
 	x := make([]float32, w.Config.Dim)
 	for i := range x {
 		x[i] = 0.25
 	}
-	m := wire.Meta{Session: ids[0], Request: 78, Start: uint32(len(prompt))}
+	m := wire.Meta{Session: id, Request: 78, Start: uint32(len(prompt))}
 	if err := fr.WriteActivations(wire.KindDecode, 0, m, wire.F16, x, 1, w.Config.Dim); err != nil {
 		t.Fatal(err)
 	}
