@@ -3,7 +3,6 @@ package cluster
 import (
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"time"
 
 	"github.com/seamlm/seam/kernels"
@@ -12,9 +11,34 @@ import (
 
 // ProbeOptions bound a speed probe.
 type ProbeOptions struct {
-	Rounds int // timed repetitions of each measurement (default 5); the median is kept
-	Batch  int // prompt tokens per prefill measurement (default 64)
+	Rounds int // timed repetitions of the decode and classifier measurements (default 25), averaged
+	// Batch is the prompt length of the prefill measurement (default 128,
+	// the length plans are scored on).
+	Batch int
+	// Pause is how long the probe idles before each timed round (default
+	// 10 ms; negative: none). A stage of a chain computes its part of each
+	// step after waiting, idle, for the other stages. On the 2-vCPU virtual
+	// machine this was measured on, decode steps that followed a 5-10 ms
+	// sleep took 1.2-1.4 ms per layer on average against 0.71 back to
+	// back, with a long tail of slow wake-ups, and a two-stage chain's
+	// stages computed at 1.35-1.4 ms per layer: a probe of back-to-back
+	// steps predicted chains almost twice as fast as they ran
+	// (docs/cluster.md, "What it predicts").
+	Pause time.Duration
+	// PrefillPause is the idle time before each of the 3 timed prefill
+	// rounds (default 300 ms; negative: Pause). A prompt reaches a stage
+	// that has been idle for longer than a decode step: there, a 64-token
+	// batch after 0.1-2 s of idling took 0.19-0.24 ms per token and layer,
+	// against 0.14 after 10 ms, and the testbed chain's prefills ran at
+	// 0.23.
+	PrefillPause time.Duration
 }
+
+const (
+	defaultPause        = 10 * time.Millisecond
+	defaultPrefillPause = 300 * time.Millisecond
+	prefillRounds       = 3
+)
 
 // ProbeSpeed measures this machine's compute on the model's own weights
 // and shapes: the held layers run for one token and for a batch, per layer,
@@ -22,13 +46,29 @@ type ProbeOptions struct {
 // the embedding, which has the classifier's shape). w must hold at least
 // one layer; hold several (about 100 MB of them) so that the weights
 // stream from memory as in real decoding, not from a cache that one layer
-// would fit in. It takes under a second for a 100M-parameter model.
+// would fit in. Each timed round follows an idle pause, as a stage's turn
+// in a chain does (ProbeOptions.Pause, PrefillPause), and each figure is
+// the mean of the rounds: a chain's throughput is set by its steps' mean,
+// slow wake-ups included. It takes about 1.5 s for a 100M-parameter model,
+// most of it idle.
 func ProbeSpeed(w *model.Weights, opt ProbeOptions) (Speed, error) {
 	if opt.Rounds <= 0 {
-		opt.Rounds = 5
+		opt.Rounds = 25
 	}
 	if opt.Batch <= 0 {
-		opt.Batch = 64
+		opt.Batch = 128
+	}
+	switch {
+	case opt.Pause == 0:
+		opt.Pause = defaultPause
+	case opt.Pause < 0:
+		opt.Pause = 0
+	}
+	switch {
+	case opt.PrefillPause == 0:
+		opt.PrefillPause = defaultPrefillPause
+	case opt.PrefillPause < 0:
+		opt.PrefillPause = opt.Pause
 	}
 	c := w.Config
 	opt.Batch = min(opt.Batch, c.SeqLen)
@@ -49,12 +89,13 @@ func ProbeSpeed(w *model.Weights, opt ProbeOptions) (Speed, error) {
 		}
 	}
 	// Decode: one token after a short cached prefix, as in generation.
-	decode, err := median(opt.Rounds, func() error {
+	decode, err := mean(opt.Rounds, func() error {
 		fill()
 		st.Reset()
 		if err := m.LayersBatch(st, x[:4*c.Dim], 0, 4); err != nil {
 			return err
 		}
+		time.Sleep(opt.Pause)
 		t0 := time.Now()
 		err := m.LayersBatch(st, x[:c.Dim], 4, 1)
 		return elapsed(t0, err)
@@ -62,9 +103,10 @@ func ProbeSpeed(w *model.Weights, opt ProbeOptions) (Speed, error) {
 	if err != nil {
 		return Speed{}, err
 	}
-	prefill, err := median(opt.Rounds, func() error {
+	prefill, err := mean(min(opt.Rounds, prefillRounds), func() error {
 		fill()
 		st.Reset()
+		time.Sleep(opt.PrefillPause)
 		t0 := time.Now()
 		err := m.LayersBatch(st, x, 0, opt.Batch)
 		return elapsed(t0, err)
@@ -72,9 +114,10 @@ func ProbeSpeed(w *model.Weights, opt ProbeOptions) (Speed, error) {
 	if err != nil {
 		return Speed{}, err
 	}
-	head, err := median(opt.Rounds, func() error {
+	logits := make([]float32, c.VocabSize)
+	head, err := mean(opt.Rounds, func() error {
 		fill()
-		logits := make([]float32, c.VocabSize)
+		time.Sleep(opt.Pause)
 		t0 := time.Now()
 		switch {
 		case w.HasHead():
@@ -106,10 +149,10 @@ func elapsed(t0 time.Time, err error) error {
 	return elapsedErr{max(time.Since(t0), time.Nanosecond)}
 }
 
-// median runs f once to warm up and rounds times timed, and returns the
-// median timing.
-func median(rounds int, f func() error) (time.Duration, error) {
-	var ds []time.Duration
+// mean runs f once to warm up and rounds times timed, and returns the
+// mean timing.
+func mean(rounds int, f func() error) (time.Duration, error) {
+	var sum time.Duration
 	for i := 0; i <= rounds; i++ {
 		err := f()
 		e, ok := err.(elapsedErr)
@@ -117,9 +160,8 @@ func median(rounds int, f func() error) (time.Duration, error) {
 			return 0, fmt.Errorf("speed probe: %w", err)
 		}
 		if i > 0 {
-			ds = append(ds, e.d)
+			sum += e.d
 		}
 	}
-	slices.Sort(ds)
-	return ds[len(ds)/2], nil
+	return sum / time.Duration(rounds), nil
 }

@@ -235,6 +235,7 @@ func runHead(t *testing.T, ctx context.Context, tb *netns.Testbed, bin, model, t
 	args := append([]string{"-v", "run", "--model", model, "--tokenizer", tok, "-n", strconv.Itoa(steps), "--temperature", "0"}, getFixture(t).keys("h")...)
 	args = append(args, chain...)
 	head := tb.Command(ctx, "h", bin, append(args, prompt)...)
+	head.Env = append(os.Environ(), "XDG_CACHE_HOME="+getFixture(t).dir) // the plan record
 	var stdout, stderr strings.Builder
 	head.Stdout, head.Stderr = &stdout, &stderr
 	if err := head.Run(); err != nil {
@@ -257,18 +258,98 @@ func runFixed(t *testing.T, ctx context.Context, tb *netns.Testbed, bin, model, 
 		addrs = append(addrs, addr)
 	}
 	defer stop(procs)
+	// The stages are fresh processes: a first run maps their weights in
+	// (its prefill is up to 2x slower), as the planned chain's warm-up did.
+	runHead(t, ctx, tb, bin, model, tok, steps, "--stages", strings.Join(addrs, ","))
 	r, _ := runHead(t, ctx, tb, bin, model, tok, steps, "--stages", strings.Join(addrs, ","))
 	return r
 }
 
-var memberProbeRE = regexp.MustCompile(`free, ([0-9.]+) ms per layer per token \(decode\)`)
+var (
+	// pool member "a" on ADDR: 700.0 MiB free, 0.86 ms per layer per token (decode), 0.137 (prefill), classifier 3.83 ms; ...
+	memberProbeRE = regexp.MustCompile(`free, ([0-9.]+) ms per layer per token \(decode\), ([0-9.]+) \(prefill\), classifier ([0-9.]+) ms`)
+	plannedRE     = regexp.MustCompile(`msg="pool planned" .*?chain=(\S+) ranges="([^"]+)" decode_tok_s=([0-9.]+) prefill_tok_s=([0-9.]+)`)
+	// msg="measured link" session=0 stage=head from=head to=a link="941 Mbit/s, 130µs RTT"
+	linkRE = regexp.MustCompile(`msg="measured link" .*?from=(\S+) to=(\S+) link="([0-9.]+) Mbit/s, (\S+) RTT"`)
+)
 
-var plannedRE = regexp.MustCompile(`msg="pool planned" chain=(\S+) ranges="([^"]+)" decode_tok_s=([0-9.]+) prefill_tok_s=([0-9.]+)`)
+// parseProbe reads a pool member's start-up line: its speed figures.
+func parseProbe(line string) (cluster.Speed, bool) {
+	m := memberProbeRE.FindStringSubmatch(line)
+	if m == nil {
+		return cluster.Speed{}, false
+	}
+	var d [3]time.Duration
+	for i := range d {
+		v, err := strconv.ParseFloat(m[i+1], 64)
+		if err != nil || !(v > 0) {
+			return cluster.Speed{}, false
+		}
+		d[i] = time.Duration(v * float64(time.Millisecond))
+	}
+	return cluster.Speed{DecodeLayer: d[0], PrefillLayer: d[1], Head: d[2]}, true
+}
+
+// parseLinks reads the links a head measured from its -v log.
+func parseLinks(t *testing.T, log string) cluster.Links {
+	t.Helper()
+	ls := cluster.Links{}
+	for _, m := range linkRE.FindAllStringSubmatch(log, -1) {
+		mbps, err1 := strconv.ParseFloat(m[3], 64)
+		rtt, err2 := time.ParseDuration(m[4])
+		if err1 != nil || err2 != nil {
+			t.Fatalf("link line %q: %v %v", m[0], err1, err2)
+		}
+		ls.Set(m[1], m[2], cluster.Link{RTT: rtt, Mbps: mbps})
+	}
+	if len(ls) == 0 {
+		t.Fatalf("the head logged no link measurement:\n%s", log)
+	}
+	return ls
+}
+
+// probeNode measures node's speed as its pool member did at start-up: a
+// fresh, unassigned member (on a spare port) probes and prints its
+// figures, and is stopped.
+func probeNode(t *testing.T, ctx context.Context, tb *netns.Testbed, node string) cluster.Speed {
+	t.Helper()
+	fx := getFixture(t)
+	p, line := startProc(t, ctx, tb, node, fx.bin, "pool member", append([]string{"serve", "--model", fx.model,
+		"--listen", tb.Host(node) + ":7072", "--name", node + "-probe", "--memory", fmt.Sprintf("%dMiB", budgets[node]/mib)}, fx.keys(node)...)...)
+	stop([]*exec.Cmd{p})
+	sp, ok := parseProbe(line)
+	if !ok {
+		t.Fatalf("no speed figures in %q", line)
+	}
+	return sp
+}
+
+// shout logs msg and writes it, framed, to the stderr of the process that
+// ran the test binary (go test's, when it is a pipe or a terminal): go
+// test shows a passing package's log only with -v, and an excused check
+// must not go unseen in CI.
+func shout(t *testing.T, msg string) {
+	t.Helper()
+	t.Log(msg)
+	path := fmt.Sprintf("/proc/%d/fd/2", os.Getppid())
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode()&(os.ModeNamedPipe|os.ModeCharDevice) == 0 {
+		return // a regular file is written at go test's own offset: leave it
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	bar := strings.Repeat("#", 78)
+	fmt.Fprintf(f, "\n%s\n# %s: %s\n%s\n", bar, t.Name(), msg, bar)
+}
 
 // The planner on the testbed: its plan beats an even split and exo's
 // memory-proportional split on decode and prefill, its prediction is
 // within 25% of what is measured, and every chain's greedy text (f32
-// wire) equals the whole model's.
+// wire) equals the whole model's. A plan that cannot fit is refused with
+// the shortfall named.
 func TestPlannerOnTestbed(t *testing.T) {
 	needTestbed(t)
 	fx := getFixture(t)
@@ -292,8 +373,7 @@ func TestPlannerOnTestbed(t *testing.T) {
 	t.Logf("probe: %+v", speed)
 	steps := promptTokens + generate
 
-	// The whole model, in one process: the reference text, and a check
-	// that this machine runs as fast as the probe says.
+	// The whole model, in one process: the reference text.
 	whole := exec.Command(bin, "run", "--model", model, "--tokenizer", tok, "-n", strconv.Itoa(steps), "--temperature", "0", prompt)
 	var wout, werr strings.Builder
 	whole.Stdout, whole.Stderr = &wout, &werr
@@ -304,9 +384,11 @@ func TestPlannerOnTestbed(t *testing.T) {
 	if ref.prompt != promptTokens {
 		t.Fatalf("the run's prompt has %d tokens, the tokenizer gives %d", ref.prompt, promptTokens)
 	}
-	wholeStep := 12*speed.DecodeLayer.Seconds() + speed.Head.Seconds()
-	t.Logf("whole model: %d-token prompt, decode %.1f tok/s (the probe predicts %.1f), prefill %.0f tok/s",
-		ref.prompt, ref.decode, 1/wholeStep, ref.prefill)
+	// Informational: one process runs its steps back to back, without the
+	// idle waits the probe's pauses stand for, so it runs faster than the
+	// probe's figures say.
+	t.Logf("whole model in one process: %d-token prompt, decode %.1f tok/s (the probe's figures give %.1f), prefill %.0f tok/s",
+		ref.prompt, ref.decode, 1/(12*speed.DecodeLayer.Seconds()+speed.Head.Seconds()), ref.prefill)
 
 	tb, err := netns.New(nodes, testbedLinks())
 	if err != nil {
@@ -323,20 +405,30 @@ func TestPlannerOnTestbed(t *testing.T) {
 	// The pool: one member per stage host, each with its memory budget.
 	var pool []string
 	var members []*exec.Cmd
-	var memberDecode []float64 // ms per layer, as each member's probe measured it
+	node := map[string]string{} // member address -> node
 	for _, n := range []string{"a", "b", "c"} {
 		addr := tb.Host(n) + ":7070"
 		p, line := startProc(t, ctx, tb, n, bin, "pool member", append([]string{"serve", "--model", model, "--listen", addr,
 			"--name", n, "--memory", fmt.Sprintf("%dMiB", budgets[n]/mib)}, fx.keys(n)...)...)
 		members = append(members, p)
 		pool = append(pool, addr)
+		node[addr] = n
 		t.Log(line)
-		if m := memberProbeRE.FindStringSubmatch(line); m != nil {
-			v, _ := strconv.ParseFloat(m[1], 64)
-			memberDecode = append(memberDecode, v)
+		if _, ok := parseProbe(line); !ok {
+			t.Fatalf("no speed figures in %q", line)
 		}
 	}
 	defer stop(members)
+
+	// A budget of sessions the pool cannot hold is refused, with the
+	// shortfall named, by seam plan from the head's namespace.
+	refused := tb.Command(ctx, "h", bin, append([]string{"plan", "--model", model, "--pool", strings.Join(pool, ","), "--sessions", "1000"}, fx.keys("h")...)...)
+	out, err := refused.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "the model does not fit in the pool: short by") || !strings.Contains(string(out), "KV for 1000 sessions") {
+		t.Errorf("seam plan --pool --sessions 1000: %v, want a refusal naming the shortfall:\n%s", err, out)
+	} else {
+		t.Logf("seam plan --sessions 1000 refused: %s", strings.TrimSpace(string(out)))
+	}
 
 	// The first run measures the pool, plans and assigns; it is the
 	// warm-up, discarded. Later planned runs reuse the assignment.
@@ -345,14 +437,31 @@ func TestPlannerOnTestbed(t *testing.T) {
 	if m == nil {
 		t.Fatalf("the head logged no plan:\n%s", log)
 	}
-	predDecode, _ := strconv.ParseFloat(m[3], 64)
-	predPrefill, _ := strconv.ParseFloat(m[4], 64)
-	t.Logf("the head planned chain %s, ranges %s, predicted decode %.2f tok/s, prefill %.1f tok/s", m[1], m[2], predDecode, predPrefill)
+	planDecode, _ := strconv.ParseFloat(m[3], 64)
+	planPrefill, _ := strconv.ParseFloat(m[4], 64)
+	t.Logf("the head planned chain %s, ranges %s, predicted decode %.2f tok/s, prefill %.1f tok/s (start-up probes, 128+128 tokens)", m[1], m[2], planDecode, planPrefill)
 	if r.text != ref.text {
 		t.Errorf("planned chain: greedy text differs from the whole model's:\n got %q\nwant %q", r.text, ref.text)
 	}
 	if strings.Contains(m[1], tb.Host("c")) {
 		t.Errorf("the plan uses c, behind the slow link, though a and b hold the model")
+	}
+	links := parseLinks(t, log)
+	var chainNodes []string
+	for _, a := range strings.Split(m[1], ",") {
+		if node[a] == "" {
+			t.Fatalf("the plan's chain %s names %s, not a pool member", m[1], a)
+		}
+		chainNodes = append(chainNodes, node[a])
+	}
+	var ranges [][2]int
+	for _, f := range regexp.MustCompile(`\[(\d+) (\d+)\]`).FindAllStringSubmatch(m[2], -1) {
+		a, _ := strconv.Atoi(f[1])
+		b, _ := strconv.Atoi(f[2])
+		ranges = append(ranges, [2]int{a, b})
+	}
+	if len(ranges) != len(chainNodes) {
+		t.Fatalf("ranges %s for chain %s", m[2], m[1])
 	}
 
 	// The splits to compare with, over all three hosts in order.
@@ -374,16 +483,17 @@ func TestPlannerOnTestbed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	runPlanned := func() runResult {
+		r, _ := runHead(t, ctx, tb, bin, model, tok, steps, "--pool", strings.Join(pool, ","))
+		return r
+	}
 	type chain struct {
 		name   string
 		ranges string
 		run    func() runResult
 	}
 	chains := []chain{
-		{"planned", m[2], func() runResult {
-			r, _ := runHead(t, ctx, tb, bin, model, tok, steps, "--pool", strings.Join(pool, ","))
-			return r
-		}},
+		{"planned", m[2], runPlanned},
 		{"even", fmt.Sprint(even.Ranges()), func() runResult { return runFixed(t, ctx, tb, bin, model, tok, steps, even) }},
 		{"exo", fmt.Sprint(exo.Ranges()), func() runResult { return runFixed(t, ctx, tb, bin, model, tok, steps, exo) }},
 	}
@@ -409,44 +519,81 @@ func TestPlannerOnTestbed(t *testing.T) {
 	for _, c := range chains {
 		t.Logf("%-8s %-26s %14.2f %14.1f", c.name, c.ranges, mean(got[c.name], dec), mean(got[c.name], pre))
 	}
-	t.Logf("planned, predicted: decode %.2f tok/s, prefill %.1f tok/s", predDecode, predPrefill)
-	busy := ""
-	if off := math.Abs(ref.decode*wholeStep - 1); off > 0.25 {
-		busy = fmt.Sprintf("the whole model decodes at %.2f tok/s, %.0f%% off the probe's %.2f", ref.decode, 100*off, 1/wholeStep)
-	}
-	for i, d := range memberDecode {
-		if off := math.Abs(d/(speed.DecodeLayer.Seconds()*1e3) - 1); off > 0.25 {
-			busy = fmt.Sprintf("member %d's probe measured %.2f ms per layer, %.0f%% off this process's %.2f", i+1, d, 100*off, speed.DecodeLayer.Seconds()*1e3)
-		}
-	}
-	if len(memberDecode) != 3 {
-		t.Fatalf("read %d members' probe figures, want 3", len(memberDecode))
-	}
 	for _, c := range chains[1:] {
 		if mean(got["planned"], dec) <= mean(got[c.name], dec) || mean(got["planned"], pre) <= mean(got[c.name], pre) {
 			t.Errorf("the planned chain does not beat the %s split", c.name)
 		}
 	}
-	// The prediction is only as good as the probes' figures: a machine
-	// whose other work slows long runs (go test runs other packages'
-	// tests beside this one; the probes' short bursts escape it) is told
-	// apart by the whole model, alone in one process, running slower than
-	// the probe predicts. On such a machine the accuracy is logged, not
-	// asserted; the ordering above is asserted everywhere (it held by
-	// 1.7x under a load average of 5). docs/cluster.md reports the
-	// accuracy measured on a quiet machine.
-	for _, m := range []struct {
-		what      string
-		pred, got float64
-	}{{"decode", predDecode, mean(got["planned"], dec)}, {"prefill", predPrefill, mean(got["planned"], pre)}} {
-		off := math.Abs(m.pred-m.got) / m.got
-		t.Logf("planned %s: predicted %.2f tok/s, measured %.2f: off by %.0f%%", m.what, m.pred, m.got, 100*off)
-		if off > 0.25 {
-			if busy != "" {
-				t.Logf("prediction accuracy not asserted: %s: this machine is too busy to compare with the probes (load average %s)", busy, loadAverage())
-			} else {
-				t.Errorf("planned %s: predicted %.2f tok/s, measured %.2f: off by more than 25%%", m.what, m.pred, m.got)
+
+	// The prediction, from fresh figures: each planned member's node is
+	// probed again (as its member probed at start-up) just before and just
+	// after a timed run of the planned chain, and cluster.Evaluate predicts
+	// the chain from those figures, the links the head measured, and the
+	// request actually run. A machine whose speed changed during the run
+	// (the two probes of a node more than 25% apart) cannot be predicted
+	// from any probe: the measurement is retried, up to 3 times, and only
+	// if every attempt was disturbed is the accuracy excused. An
+	// undisturbed attempt more than 25% off is a failure of the model.
+	const attempts, tolerance = 3, 0.25
+	var undisturbedOff []string
+	disturbed := 0
+	for attempt := 1; attempt <= attempts; attempt++ {
+		probe := func() []cluster.Speed {
+			var out []cluster.Speed
+			for _, n := range chainNodes {
+				out = append(out, probeNode(t, ctx, tb, n))
 			}
+			return out
 		}
+		before := probe()
+		r := runPlanned()
+		after := probe()
+		if r.text != ref.text {
+			t.Errorf("planned chain (attempt %d): greedy text differs from the whole model's", attempt)
+		}
+		var ms []cluster.Member
+		var moved []string
+		for i, n := range chainNodes {
+			b, a := before[i], after[i]
+			for _, f := range []struct {
+				what string
+				b, a time.Duration
+			}{{"decode", b.DecodeLayer, a.DecodeLayer}, {"prefill", b.PrefillLayer, a.PrefillLayer}, {"classifier", b.Head, a.Head}} {
+				if off := math.Abs(f.a.Seconds()/f.b.Seconds() - 1); off > tolerance {
+					moved = append(moved, fmt.Sprintf("%s's %s %v before, %v after", n, f.what, f.b.Round(time.Microsecond), f.a.Round(time.Microsecond)))
+				}
+			}
+			avg := cluster.Speed{DecodeLayer: (b.DecodeLayer + a.DecodeLayer) / 2, PrefillLayer: (b.PrefillLayer + a.PrefillLayer) / 2, Head: (b.Head + a.Head) / 2}
+			ms = append(ms, cluster.Member{Name: n, Free: budgets[n], Speed: avg, Encodings: []wire.EncodingID{wire.EncodingF32}})
+		}
+		p, err := cluster.Evaluate(cluster.Request{Shape: shape, Links: links, Members: ms, Prompt: promptTokens, Generate: generate}, ms, ranges)
+		if err != nil {
+			t.Fatal(err)
+		}
+		offD := math.Abs(p.Predicted.Decode-r.decode) / r.decode
+		offP := math.Abs(p.Predicted.Prefill-r.prefill) / r.prefill
+		t.Logf("attempt %d (load average %s): predicted decode %.2f tok/s, measured %.2f (%.0f%% off); prefill %.1f, measured %.1f (%.0f%% off); probes %v then %v",
+			attempt, loadAverage(), p.Predicted.Decode, r.decode, 100*offD, p.Predicted.Prefill, r.prefill, 100*offP, before, after)
+		if offD <= tolerance && offP <= tolerance {
+			t.Logf("prediction within %.0f%% on attempt %d: asserted", 100*tolerance, attempt)
+			return
+		}
+		if len(moved) > 0 {
+			disturbed++
+			t.Logf("attempt %d disturbed: %s", attempt, strings.Join(moved, "; "))
+			continue
+		}
+		undisturbedOff = append(undisturbedOff, fmt.Sprintf("attempt %d: decode %.0f%%, prefill %.0f%% off", attempt, 100*offD, 100*offP))
+	}
+	if len(undisturbedOff) > 0 {
+		t.Errorf("the planned chain's prediction is more than %.0f%% off with steady probes (%s): the planner's model is wrong",
+			100*tolerance, strings.Join(undisturbedOff, "; "))
+		return
+	}
+	msg := fmt.Sprintf("PREDICTION ACCURACY NOT ASSERTED: the machine's speed changed during all %d attempts (load average %s); see the test log", disturbed, loadAverage())
+	if os.Getenv("CI") != "" || os.Getenv("SEAM_REQUIRE_NETNS") == "1" {
+		shout(t, msg)
+	} else {
+		t.Log(msg)
 	}
 }
