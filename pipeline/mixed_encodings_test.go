@@ -285,10 +285,13 @@ func TestAssembleMixedEncodings(t *testing.T) {
 	if len(asm.Addrs) != 3 {
 		t.Fatalf("plan over %d members, want all 3", len(asm.Addrs))
 	}
+	// Over the slow member's link a lossy encoding must be chosen. Over the
+	// loopback links it depends on what they measured: at 139 Mbit/s under
+	// CI's load f16 saved 5 % of prefill, more than the planner's 1 %
+	// margin, and was rightly chosen; so those are not asserted.
 	for i, b := range asm.Plan.Boundaries {
-		slow := b.From == "member-1" || b.To == "member-1"
-		if slow == (asm.Encodings[i] == wire.EncodingF32) {
-			t.Fatalf("boundary %d (%s → %s over %v): %v; want a lossy encoding over the slow link only", i+1, b.From, b.To, b.Link, asm.Encodings[i])
+		if slow := b.From == "member-1" || b.To == "member-1"; slow && asm.Encodings[i] == wire.EncodingF32 {
+			t.Fatalf("boundary %d (%s → %s over %v): f32; want a lossy encoding over the slow link", i+1, b.From, b.To, b.Link)
 		}
 	}
 	tokens := m.Tokenizer.Encode("Once upon a time, there was a little girl named Lily.", true, false)
