@@ -249,21 +249,11 @@ func TestPoolPlaintextRefused(t *testing.T) {
 	var addrs []string
 	for i, a := range []*auth.Config{secure, insecure} {
 		open := func(first, last int) (*stage.Part, error) { return nil, errors.New("not assigned in this test") }
-		pm, err := stage.NewPoolMember(stage.PoolConfig{
+		addrs = append(addrs, listenPoolMember(t, stage.PoolConfig{
 			Base:     stage.Config{Name: []string{"tls", "plain"}[i], Timeout: 5 * time.Second, Auth: a, Logger: quiet},
 			Identity: id, Model: m.Weights.Config, Open: open,
 			Describe: wire.Description{Free: 8 << 20, DecodeNanos: 20_000, PrefillNanos: 10_000, HeadNanos: 30_000},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		go pm.Serve(ln)
-		t.Cleanup(func() { pm.Close() })
-		addrs = append(addrs, ln.Addr().String())
+		}))
 	}
 	for _, c := range []struct {
 		name string

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -231,20 +230,10 @@ func mixedPool(t *testing.T, m *loader.Model, codecs map[int]*codec.Codec) []str
 		if i == 0 {
 			base.Link = link.Config{RateMbps: 2}
 		}
-		pm, err := stage.NewPoolMember(stage.PoolConfig{
+		addrs = append(addrs, listenPoolMember(t, stage.PoolConfig{
 			Base: base, Identity: id, Model: m.Weights.Config, Open: open, Codecs: codec.Digests(codecs),
 			Describe: wire.Description{Free: 3 * mib, DecodeNanos: 20_000, PrefillNanos: 10_000, HeadNanos: 30_000},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		go pm.Serve(ln)
-		t.Cleanup(func() { pm.Close() })
-		addrs = append(addrs, ln.Addr().String())
+		}))
 	}
 	return addrs
 }

@@ -39,21 +39,11 @@ func startPool(t *testing.T, m *loader.Model, free []int64) []string {
 			}
 			return &stage.Part{Model: mod, Close: func() error { return nil }}, nil
 		}
-		pm, err := stage.NewPoolMember(stage.PoolConfig{
+		addrs = append(addrs, listenPoolMember(t, stage.PoolConfig{
 			Base:     stage.Config{Name: fmt.Sprintf("member-%d", i+1), Timeout: 5 * time.Second},
 			Identity: id, Model: m.Weights.Config, Open: open,
 			Describe: wire.Description{Free: uint64(f), DecodeNanos: 20_000, PrefillNanos: 10_000, HeadNanos: 30_000},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		go pm.Serve(ln)
-		t.Cleanup(func() { pm.Close() })
-		addrs = append(addrs, ln.Addr().String())
+		}))
 	}
 	return addrs
 }
@@ -178,4 +168,21 @@ func TestAssembleRefusals(t *testing.T) {
 	if f.Kind != wire.KindError || !errors.As(error(re), &rerr) || !strings.Contains(re.Error(), `head "old head" speaks generations 1..1`) {
 		t.Fatalf("old head got %v: %v", f.Kind, re)
 	}
+}
+
+// listenPoolMember starts a pool member for cfg on a loopback port, closed
+// when the test ends, and returns its address.
+func listenPoolMember(t *testing.T, cfg stage.PoolConfig) string {
+	t.Helper()
+	pm, err := stage.NewPoolMember(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go pm.Serve(ln)
+	t.Cleanup(func() { pm.Close() })
+	return ln.Addr().String()
 }
