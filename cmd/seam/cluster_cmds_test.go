@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -255,19 +254,6 @@ func TestUp(t *testing.T) {
 	}
 }
 
-// seamLog runs the command in this process and returns its stdout and
-// stderr (where -v logs go).
-func seamLog(t *testing.T, args ...string) (string, string, error) {
-	t.Helper()
-	cmd := newRootCmd()
-	var out, errOut bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&errOut)
-	cmd.SetArgs(args)
-	err := cmd.Execute()
-	return out.String(), errOut.String(), err
-}
-
 // Every command that talks to other nodes needs keys or --insecure: none
 // of them is refused, both is refused, and --insecure warns on stderr.
 func TestAuthFlagsRefused(t *testing.T) {
@@ -280,16 +266,16 @@ func TestAuthFlagsRefused(t *testing.T) {
 		{"run", "--model", ctr, "--pool", "127.0.0.1:1", "-n", "4", "Once"},
 		{"plan", "--model", ctr, "--pool", "127.0.0.1:1"},
 	} {
-		if _, _, err := seamLog(t, args...); err == nil || !strings.Contains(err.Error(), none) {
+		if _, _, err := seamAll(t, args...); err == nil || !strings.Contains(err.Error(), none) {
 			t.Errorf("%s without keys or --insecure: %v, want %q", strings.Join(args[:2], " "), err, none)
 		}
 		both := append(slices.Clone(args), append([]string{"--insecure"}, keyFlags(t)...)...)
-		if _, _, err := seamLog(t, both...); err == nil || !strings.Contains(err.Error(), "give either --insecure or --key and --trust, not both") {
+		if _, _, err := seamAll(t, both...); err == nil || !strings.Contains(err.Error(), "give either --insecure or --key and --trust, not both") {
 			t.Errorf("%s with --insecure and keys: %v", strings.Join(args[:2], " "), err)
 		}
 	}
 	// Nothing listens on port 1: the run fails after the warning.
-	_, stderr, err := seamLog(t, "run", "--model", ctr, "--stages", "127.0.0.1:1", "--insecure", "-n", "4", "Once")
+	_, stderr, err := seamAll(t, "run", "--model", ctr, "--stages", "127.0.0.1:1", "--insecure", "-n", "4", "Once")
 	if err == nil || !strings.Contains(stderr, "INSECURE: --insecure is set: head connections are neither encrypted nor authenticated") {
 		t.Fatalf("run --insecure: %v, stderr:\n%s", err, stderr)
 	}
@@ -399,7 +385,7 @@ func TestRunPoolWithBudget(t *testing.T) {
 	args := append([]string{"-v", "run", "--model", ctr, "--pool", strings.Join(pool, ","), "--sessions", "1", "--max-kl", "0.01", "--measure-kl", "64",
 		"-n", "40", "--temperature", "0", "Once upon a time"}, keyFlags(t)...)
 	boundary := regexp.MustCompile(`plan: boundary 1 → (\S+) \(KL [0-9.e-]+ ≤ 0.01\): (?:slow → fast|fast → slow)`)
-	text, stderr, err := seamLog(t, args...)
+	text, stderr, err := seamAll(t, args...)
 	if err != nil {
 		t.Fatalf("run --pool --max-kl: %v\n%s", err, stderr)
 	}
@@ -413,7 +399,7 @@ func TestRunPoolWithBudget(t *testing.T) {
 	if !strings.Contains(stderr, `msg=routed session=0 stage=1`) || !strings.Contains(stderr, "encoding="+m[1]) {
 		t.Fatalf("the chain was not routed with %s:\n%s", m[1], stderr)
 	}
-	_, stderr, err = seamLog(t, args...)
+	_, stderr, err = seamAll(t, args...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -125,3 +125,19 @@ loopback experiments; the head must then use --insecure too.`,
 	cmd.MarkFlagRequired("model")
 	return cmd
 }
+
+// verifyWeights says whether to check the checksums of the range served:
+// as --verify says for a container; for a file without checksums only when
+// --verify was given explicitly, so that the loader refuses it by name
+// rather than the default being dropped in silence.
+func verifyWeights(cmd *cobra.Command, name, path string, verify bool) bool {
+	if cmd.Flags().Changed("verify") {
+		return verify
+	}
+	f, err := loader.Detect(path)
+	if err == nil && f != loader.FormatContainer {
+		slog.Info("no checksums to verify: not a Seam container", "stage", name, "session", 0, "model", path, "format", string(f))
+		return false
+	}
+	return verify
+}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"log/slog"
 	"net"
 	"os"
 	"strconv"
@@ -10,7 +9,6 @@ import (
 	"time"
 
 	"github.com/seamlm/seam/internal/signals"
-	"github.com/seamlm/seam/loader"
 	"github.com/spf13/cobra"
 )
 
@@ -64,20 +62,4 @@ func parseRange(s string) (int, int, error) {
 		return 0, 0, fmt.Errorf("--layers %q: want A:B with 0 <= A < B", s)
 	}
 	return a, b, nil
-}
-
-// verifyWeights says whether to check the checksums of the range served:
-// as --verify says for a container; for a file without checksums only when
-// --verify was given explicitly, so that the loader refuses it by name
-// rather than the default being dropped in silence.
-func verifyWeights(cmd *cobra.Command, name, path string, verify bool) bool {
-	if cmd.Flags().Changed("verify") {
-		return verify
-	}
-	f, err := loader.Detect(path)
-	if err == nil && f != loader.FormatContainer {
-		slog.Info("no checksums to verify: not a Seam container", "stage", name, "session", 0, "model", path, "format", string(f))
-		return false
-	}
-	return verify
 }
