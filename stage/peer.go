@@ -19,6 +19,7 @@ type peer struct {
 	name    string // for messages: "head 127.0.0.1:5000", "downstream 10.0.0.2:9000"
 	timeout time.Duration
 	log     *slog.Logger
+	gen     uint16 // the agreed protocol generation, once handshaken
 	wmu     sync.Mutex
 }
 

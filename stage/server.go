@@ -47,7 +47,16 @@ type Config struct {
 	// its successor. Without it a stage dials whatever address a head names,
 	// so anyone who can reach the stage can make it open connections.
 	AllowDownstream []string
+	// Heartbeat is how often a stage tells the head that owns a session it
+	// is still working while it computes one of that session's frames
+	// (DefaultHeartbeat when zero, never when negative), so that the head
+	// can tell a long prefill from a hang (docs/wire.md, "Heartbeats").
+	Heartbeat time.Duration
 }
+
+// DefaultHeartbeat is the default Config.Heartbeat: a few times shorter
+// than a head's default hang threshold (pipeline.DefaultHang).
+const DefaultHeartbeat = time.Second
 
 // Server is a running stage.
 type Server struct {
@@ -80,6 +89,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxConns <= 0 {
 		cfg.MaxConns = DefaultMaxConns
+	}
+	if cfg.Heartbeat == 0 {
+		cfg.Heartbeat = DefaultHeartbeat
 	}
 	s := &Server{cfg: cfg, reg: cfg.Registry, log: cfg.Logger, sessions: map[uint64]*session{}, conns: map[net.Conn]struct{}{},
 		peers: map[*peer]bool{}}
@@ -313,5 +325,6 @@ func (s *Server) accept(p *peer) (wire.Hello, error) {
 		return remote, err
 	}
 	p.fr.Pin(agreed)
+	p.gen = agreed.Generation
 	return remote, nil
 }

@@ -216,6 +216,7 @@ func (s *Server) process(f *wire.Frame, head *headConn, up *peer) error {
 	if err := s.damage(); err != nil {
 		return err
 	}
+	defer s.heartbeat(sess.head)()
 	cfg := s.cfg.Model.Config()
 	n := int(f.Tokens)
 	if n == 0 {

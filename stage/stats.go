@@ -55,3 +55,32 @@ func (s *Server) pong(hc *headConn, req uint64) error {
 	st := s.Stats()
 	return hc.write(func(fr *wire.Framer) error { return fr.WritePing(req, &st) })
 }
+
+// heartbeat sends the head hc a Ping with request id 0, carrying the
+// stage's stats, every Config.Heartbeat until the returned stop is called:
+// the frame being computed may take longer than the head waits for a
+// silent stage, and the heartbeat tells it that this stage is alive.
+// Generation 1 heads know no Ping and get none.
+func (s *Server) heartbeat(hc *headConn) (stop func()) {
+	every := s.cfg.Heartbeat
+	if every <= 0 || hc.gen < wire.PingGeneration {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				st := s.Stats()
+				if err := hc.write(func(fr *wire.Framer) error { return fr.WritePing(0, &st) }); err != nil {
+					return
+				}
+			}
+		}
+	}()
+	return func() { close(done) }
+}

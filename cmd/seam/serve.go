@@ -15,7 +15,7 @@ import (
 func newServeCmd() *cobra.Command {
 	var (
 		modelPath, layers, listen, name string
-		timeout                         time.Duration
+		timeout, heartbeat              time.Duration
 		allowDown                       []string
 		maxSessions, maxConns           int
 		verify                          bool
@@ -71,7 +71,7 @@ loopback experiments; the head must then use --insecure too.`,
 					return fmt.Errorf("--max-sessions: a pool member holds as many sessions as the head's plan budgets for (seam run --pool --sessions N)")
 				}
 				ps := poolServe{modelPath: modelPath, listen: listen, name: name, memory: memory, verify: verifyWeights(cmd, name, modelPath, verify),
-					base: stage.Config{Timeout: timeout, AllowDownstream: allowDown, Auth: ac, MaxConns: maxConns}}
+					base: stage.Config{Timeout: timeout, AllowDownstream: allowDown, Auth: ac, MaxConns: maxConns, Heartbeat: heartbeat}}
 				return ps.run(cmd, lc)
 			}
 			if cmd.Flags().Changed("memory") {
@@ -93,7 +93,7 @@ loopback experiments; the head must then use --insecure too.`,
 				return fmt.Errorf("%s: %w", modelPath, err)
 			}
 			cfg := stage.Config{Model: mod, Identity: id, Name: name, Link: lc, Timeout: timeout, MaxSessions: maxSessions, MaxConns: maxConns,
-				AllowDownstream: allowDown, Logger: slog.Default(), Auth: ac}
+				AllowDownstream: allowDown, Logger: slog.Default(), Auth: ac, Heartbeat: heartbeat}
 			if err := stage.UseCodecs(&cfg, m.Codecs); err != nil {
 				return err
 			}
@@ -116,6 +116,7 @@ loopback experiments; the head must then use --insecure too.`,
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:7070", "address to listen on")
 	cmd.Flags().StringVar(&name, "name", "", "stage name in messages (default host[A:B])")
 	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "bound on each write and on the downstream handshake")
+	cmd.Flags().DurationVar(&heartbeat, "heartbeat", stage.DefaultHeartbeat, "while computing a frame, tell its head this often that the stage is alive (a head declares a stage hung after its --hang of silence; keep this a few times shorter)")
 	cmd.Flags().IntVar(&maxSessions, "max-sessions", 64, "most sessions (KV caches) held at once")
 	cmd.Flags().IntVar(&maxConns, "max-conns", stage.DefaultMaxConns, "most connections held at once; more are closed as they arrive (and logged)")
 	cmd.Flags().BoolVar(&verify, "verify", true, "check the BLAKE3 checksums of a container's range before serving it, and refuse a damaged one (GGUF and llama2.c files have none: --verify with one is an error)")
