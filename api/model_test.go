@@ -102,7 +102,7 @@ func serveSplit(t testing.TB, m *loader.Model, procs []*stageProc, timeout time.
 	for _, p := range procs {
 		addrs = append(addrs, p.addr)
 	}
-	sup, err := pipeline.Supervise(context.Background(), addrs, pipeline.Options{Identity: id, Config: m.Weights.Config, Timeout: timeout},
+	sup, err := pipeline.Supervise(context.Background(), pipeline.Singles(addrs), pipeline.Options{Identity: id, Config: m.Weights.Config, Timeout: timeout},
 		pipeline.SupervisorOptions{Poll: 100 * time.Millisecond, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)

@@ -214,8 +214,7 @@ func TestStageToStagePlaintextRefused(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			logs := [2]*logBuf{{}, {}}
 			addrs := startStages(t, m, [2]*auth.Config{c.s1(), c.s2()}, logs)
-			ch := &Chain{opts: poolDefaults(Options{Identity: id, Config: m.Weights.Config, Timeout: 5 * time.Second, Auth: c.s1()}),
-				waiters: map[uint64]chan event{}, sessions: map[uint64]bool{}, log: quiet}
+			ch := newChain(poolDefaults(Options{Identity: id, Config: m.Weights.Config, Timeout: 5 * time.Second, Auth: c.s1()}), quiet)
 			sc, err := ch.connect(context.Background(), 0, addrs[0])
 			if err != nil {
 				t.Fatal(err)

@@ -41,7 +41,13 @@ type Options struct {
 	Codecs   []wire.CodecDigest
 	Registry *wire.Registry
 	Timeout  time.Duration // bound on each reply, and on dialing
-	Link     link.Config   // emulation on what the head sends
+	// Hang is how long a stage may stay silent while a request waits
+	// before the head declares it hung and fails the chain naming it
+	// (DefaultHang when zero, never when negative). The head pings a quiet
+	// stage after half of it; a stage computing a long frame sends
+	// heartbeats (stage.Config.Heartbeat). It also bounds each handshake.
+	Hang time.Duration
+	Link link.Config // emulation on what the head sends
 	// Auth authenticates and encrypts the connections to the stages
 	// (package auth); nil leaves them plaintext.
 	Auth *auth.Config
@@ -57,11 +63,25 @@ type Chain struct {
 	log    *slog.Logger
 
 	mu       sync.Mutex
-	waiters  map[uint64]chan event // request id -> its reply
-	failed   error                 // the first failure: the chain is dead after it
+	waiters  map[uint64]waiter // request id -> who waits for its reply
+	failed   error             // the first failure: the chain is dead after it
 	nextReq  uint64
 	sessions map[uint64]bool
 	idBytes  atomic.Uint64 // bytes of token-id frames sent to the first stage
+	done     chan struct{} // closed at the first failure: stops the hang watch
+}
+
+// waiter is a request waiting for its reply, and since when.
+type waiter struct {
+	ch    chan event
+	since time.Time
+}
+
+func newChain(opts Options, log *slog.Logger) *Chain {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Chain{opts: opts, waiters: map[uint64]waiter{}, sessions: map[uint64]bool{}, log: log, done: make(chan struct{})}
 }
 
 type stageConn struct {
@@ -73,7 +93,9 @@ type stageConn struct {
 	fr     *wire.Framer
 	first  *prefixReader // the stage's first bytes, to say what answered instead of a stage
 	wmu    sync.Mutex
-	gen    uint16 // the agreed protocol generation (pings need 2)
+	gen    uint16       // the agreed protocol generation (pings need 2)
+	heard  atomic.Int64 // when a frame last came from the stage, Unix ns
+	pinged atomic.Int64 // when the hang watch last pinged it, Unix ns
 }
 
 func (sc *stageConn) String() string {
@@ -102,10 +124,10 @@ func Dial(ctx context.Context, addrs []string, opts Options) (*Chain, error) {
 	if opts.Encoding == wire.EncodingNone {
 		opts.Encoding = wire.EncodingF32
 	}
-	c := &Chain{opts: opts, waiters: map[uint64]chan event{}, sessions: map[uint64]bool{}, log: opts.Logger}
-	if c.log == nil {
-		c.log = slog.Default()
+	if opts.Hang == 0 {
+		opts.Hang = DefaultHang
 	}
+	c := newChain(opts, opts.Logger)
 	for i, addr := range addrs {
 		sc, err := c.connect(ctx, i, addr)
 		if err != nil {
@@ -120,6 +142,9 @@ func Dial(ctx context.Context, addrs []string, opts Options) (*Chain, error) {
 	}
 	for _, sc := range c.stages {
 		go c.read(sc)
+	}
+	if c.opts.Hang > 0 {
+		go c.watch()
 	}
 	if err := c.route(ctx); err != nil {
 		c.Close()
@@ -171,7 +196,11 @@ func (c *Chain) handshake(sc *stageConn) error {
 	if err := sc.fr.WriteHello(wire.KindHello, &h); err != nil {
 		return err
 	}
-	sc.conn.SetReadDeadline(time.Now().Add(c.opts.Timeout))
+	wait := c.opts.Timeout
+	if c.opts.Hang > 0 {
+		wait = min(wait, c.opts.Hang) // a live stage answers at once, computing or not
+	}
+	sc.conn.SetReadDeadline(time.Now().Add(wait))
 	defer sc.conn.SetReadDeadline(time.Time{})
 	f, err := sc.fr.ReadFrame()
 	if err != nil {
@@ -180,7 +209,7 @@ func (c *Chain) handshake(sc *stageConn) error {
 		}
 		var ne net.Error
 		if len(sc.first.prefix) == 0 && errors.As(err, &ne) && ne.Timeout() {
-			return fmt.Errorf("no handshake reply within %v: is a 'seam serve' listening there? (an HTTP or other server waits silently for its own protocol): %w", c.opts.Timeout, err)
+			return fmt.Errorf("no handshake reply within %v: is a 'seam serve' listening there, and not stopped? (an HTTP or other server waits silently for its own protocol): %w", wait, err)
 		}
 		return fmt.Errorf("handshake: %w", err)
 	}
@@ -307,31 +336,33 @@ func (c *Chain) expect() (uint64, chan event) {
 	defer c.mu.Unlock()
 	c.nextReq++
 	ch := make(chan event, 1)
-	c.waiters[c.nextReq] = ch
+	c.waiters[c.nextReq] = waiter{ch: ch, since: time.Now()}
 	return c.nextReq, ch
 }
 
 func (c *Chain) deliver(req uint64, ev event) {
 	c.mu.Lock()
-	ch, ok := c.waiters[req]
+	w, ok := c.waiters[req]
 	delete(c.waiters, req)
 	c.mu.Unlock()
 	if ok {
-		ch <- ev
+		w.ch <- ev
 	}
 }
 
 // fail records the chain's first failure and wakes every waiter with it.
 func (c *Chain) fail(err error) {
 	c.mu.Lock()
-	if c.failed == nil {
+	first := c.failed == nil
+	if first {
 		c.failed = err
+		close(c.done)
 	}
 	waiters := c.waiters
-	c.waiters = map[uint64]chan event{}
+	c.waiters = map[uint64]waiter{}
 	c.mu.Unlock()
-	for _, ch := range waiters {
-		ch <- event{err: err}
+	for _, w := range waiters {
+		w.ch <- event{err: err}
 	}
 }
 
@@ -381,9 +412,10 @@ func (c *Chain) read(sc *stageConn) {
 	for {
 		f, err := sc.fr.ReadFrame()
 		if err != nil {
-			c.fail(fmt.Errorf("%v: connection lost: %w", sc, err))
+			c.fail(&LostError{Index: sc.index, Stage: sc.String(), Err: err})
 			return
 		}
+		sc.heard.Store(time.Now().UnixNano())
 		if c.log.Enabled(context.Background(), slog.LevelDebug) {
 			c.log.Debug("frame from stage", "session", f.Session, "stage", sc.index+1, "kind", f.Kind.String(), "request", f.Request,
 				"start", f.Start, "tokens", f.Tokens, "bytes", len(f.Payload))
@@ -394,6 +426,9 @@ func (c *Chain) read(sc *stageConn) {
 		case wire.KindReset, wire.KindRoute:
 			c.deliver(f.Request, event{})
 		case wire.KindPing:
+			if f.Request == 0 {
+				continue // a heartbeat: the stage is computing, and alive
+			}
 			c.deliver(f.Request, pingAnswer(sc, f))
 		case wire.KindError:
 			re, err := f.RemoteError()
@@ -460,9 +495,14 @@ func (c *Chain) NewSession(ctx context.Context) (*Session, error) {
 }
 
 // Session is one conversation through the chain; it implements generate.Session.
+// A session of a Supervisor with replicas survives its chain's failure:
+// it moves to the replacement chain and replays the tokens it holds
+// (failover.go). It is used by one goroutine at a time.
 type Session struct {
 	chain *Chain
 	id    uint64
+	sup   *Supervisor // nil for a session of a bare Chain
+	hist  []uint32    // the tokens at positions [0, len), kept for a replay
 }
 
 // Forward sends tokens to the first stage and waits for the last stage's logits.
@@ -499,16 +539,35 @@ func (s *Session) ForwardArgmax(ctx context.Context, tokens []int, pos int) (int
 }
 
 func (s *Session) request(ctx context.Context, tokens []int, pos int, flags wire.Flags) (event, error) {
-	c := s.chain
 	ids := make([]uint32, len(tokens))
 	for i, t := range tokens {
-		if t < 0 || t >= c.opts.Config.VocabSize {
-			return event{}, fmt.Errorf("token id %d is outside the vocabulary of %d", t, c.opts.Config.VocabSize)
+		if t < 0 || t >= s.chain.opts.Config.VocabSize {
+			return event{}, fmt.Errorf("token id %d is outside the vocabulary of %d", t, s.chain.opts.Config.VocabSize)
 		}
 		ids[i] = uint32(t)
 	}
+	if pos > len(s.hist) && s.sup != nil && s.sup.replicated {
+		return event{}, fmt.Errorf("tokens at position %d, but the session holds %d", pos, len(s.hist))
+	}
+	ev, err := s.send(ctx, ids, pos, flags)
+	// Each failover moves past at least one replica, so this ends.
+	for tries := 0; s.canFailOver(ctx, err) && tries < s.sup.maxFailovers(); tries++ {
+		if ferr := s.failOver(ctx, err); ferr != nil {
+			return event{}, ferr
+		}
+		ev, err = s.send(ctx, ids, pos, flags)
+	}
+	if err == nil {
+		s.remember(ids, pos)
+	}
+	return ev, err
+}
+
+// send sends one request to the first stage and waits for its reply.
+func (s *Session) send(ctx context.Context, ids []uint32, pos int, flags wire.Flags) (event, error) {
+	c := s.chain
 	kind := wire.KindDecode
-	if len(tokens) > 1 || flags&wire.FlagAllLogits != 0 {
+	if len(ids) > 1 || flags&wire.FlagAllLogits != 0 {
 		kind = wire.KindPrefill
 	}
 	req, ch := c.expect()

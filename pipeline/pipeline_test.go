@@ -199,7 +199,7 @@ func TestDialHTTPServer(t *testing.T) {
 	}()
 	opts.Timeout = 200 * time.Millisecond
 	_, err = Dial(context.Background(), []string{ln.Addr().String()}, opts)
-	if err == nil || !strings.Contains(err.Error(), "is a 'seam serve' listening there?") {
+	if err == nil || !strings.Contains(err.Error(), "is a 'seam serve' listening there") {
 		t.Fatalf("dialing a silent server: %v", err)
 	}
 }

@@ -76,7 +76,7 @@ func Assemble(ctx context.Context, addrs []string, opts Options, po PoolOptions)
 	if po.Logger == nil {
 		po.Logger = slog.Default()
 	}
-	c := &Chain{opts: poolDefaults(opts), waiters: map[uint64]chan event{}, sessions: map[uint64]bool{}, log: po.Logger}
+	c := newChain(poolDefaults(opts), po.Logger)
 	var ms []*member
 	defer func() {
 		for _, m := range ms {

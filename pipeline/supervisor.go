@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/seamlm/seam/model"
@@ -30,13 +31,26 @@ type SupervisorOptions struct {
 // Supervisor keeps a chain of stages connected for a long-running head: it
 // dials the stages at start, pings them, and when the chain fails (a stage
 // died or hung) it closes it and re-dials until the stages are back.
-// Requests in flight on a failed chain fail with its error, naming the stage;
-// new sessions are refused with ErrDown until the chain is back.
+//
+// A position of the chain may have replicas: stages holding the same
+// layers, tried in order (failover.go). When a position has more than one,
+// a session whose chain fails moves to a new chain, with the next replica
+// in place of the stage that failed, and replays its tokens through it.
+// Without replicas, requests in flight on a failed chain fail with its
+// error, naming the stage, and new sessions are refused with ErrDown until
+// the chain is back.
 type Supervisor struct {
-	addrs []string
-	opts  Options
-	sopts SupervisorOptions
-	log   *slog.Logger
+	positions  [][]string // replicas of each position, in layer order
+	replicated bool       // some position has more than one
+	opts       Options
+	sopts      SupervisorOptions
+	log        *slog.Logger
+
+	// failMu serialises re-dialling, so that the sessions of a failed
+	// chain and the poll loop all end up on the one chain that replaces it.
+	failMu    sync.Mutex
+	active    []int // the replica in use at each position, under mu
+	failovers atomic.Uint64
 
 	mu      sync.Mutex
 	chain   *Chain // nil while down
@@ -53,9 +67,10 @@ type Supervisor struct {
 	done chan struct{}
 }
 
-// Supervise dials the stages at addrs (in layer order) and keeps them
-// connected until Close. The first dial must succeed.
-func Supervise(ctx context.Context, addrs []string, opts Options, sopts SupervisorOptions) (*Supervisor, error) {
+// Supervise dials the stages at positions (in layer order; each position
+// lists its replicas, the first preferred) and keeps them connected until
+// Close. The first dial must succeed, with whichever replicas answer.
+func Supervise(ctx context.Context, positions [][]string, opts Options, sopts SupervisorOptions) (*Supervisor, error) {
 	if sopts.Poll <= 0 {
 		sopts.Poll = 500 * time.Millisecond
 	}
@@ -68,12 +83,23 @@ func Supervise(ctx context.Context, addrs []string, opts Options, sopts Supervis
 	if sopts.Logger == nil {
 		sopts.Logger = slog.Default()
 	}
-	s := &Supervisor{addrs: addrs, opts: opts, sopts: sopts, log: sopts.Logger, stop: make(chan struct{}), done: make(chan struct{})}
-	c, err := Dial(ctx, addrs, opts)
+	if opts.Hang == 0 {
+		opts.Hang = DefaultHang
+	}
+	s := &Supervisor{positions: positions, opts: opts, sopts: sopts, log: sopts.Logger, stop: make(chan struct{}), done: make(chan struct{}),
+		active: make([]int, len(positions))}
+	for i, p := range positions {
+		if len(p) == 0 {
+			return nil, fmt.Errorf("stage %d has no address", i+1)
+		}
+		s.replicated = s.replicated || len(p) > 1
+	}
+	s.failMu.Lock()
+	_, err := s.dial(ctx, replicaTries{})
+	s.failMu.Unlock()
 	if err != nil {
 		return nil, err
 	}
-	s.adopt(c)
 	s.poll(ctx)
 	go s.run()
 	return s, nil
@@ -89,6 +115,9 @@ func (s *Supervisor) adopt(c *Chain) {
 	for i := range c.stages {
 		addr, name, layers := c.stageInfo(i)
 		s.status[i] = StageStatus{Index: i, Addr: addr, Name: name, First: int(layers.Start), Last: int(layers.End), Up: true}
+		if i < len(s.positions) {
+			s.status[i].Replicas = s.positions[i]
+		}
 		s.encs[i] = c.opts.Encoding.String()
 	}
 }
@@ -114,7 +143,7 @@ func (s *Supervisor) run() {
 		}()
 		next := s.sopts.Poll
 		if !s.poll(ctx) {
-			if s.redial(ctx) {
+			if _, err := s.recover(ctx, nil, nil); err == nil {
 				backoff = s.sopts.Poll
 			} else {
 				next, backoff = backoff, min(2*backoff, 2*time.Second)
@@ -183,47 +212,39 @@ func (s *Supervisor) lose(c *Chain, err error) {
 	s.log.Error("pipeline lost; re-dialling the stages", "session", 0, "stage", "head", "err", err)
 }
 
-// redial tries once to connect the chain again.
-func (s *Supervisor) redial(ctx context.Context) bool {
-	c, err := Dial(ctx, s.addrs, s.opts)
-	if err != nil {
-		s.mu.Lock()
-		s.downErr = err
-		var se *DialError
-		for i := range s.status {
-			switch {
-			case !errors.As(err, &se):
-				s.status[i].Up, s.status[i].Err = false, err.Error()
-			case i < se.Index:
-				s.status[i].Up, s.status[i].Err = true, ""
-			case i == se.Index:
-				s.status[i].Up, s.status[i].Err = false, err.Error()
-			default:
-				s.status[i].Up, s.status[i].Err = false, fmt.Sprintf("not tried: stage %d is down", se.Index+1)
-			}
-		}
-		s.mu.Unlock()
-		s.log.Warn("stages still down", "session", 0, "stage", "head", "err", err)
-		return false
-	}
+// down records a failed dial in the stages' status.
+func (s *Supervisor) down(err error) {
 	s.mu.Lock()
-	closed := s.closed
-	s.mu.Unlock()
-	if closed {
-		c.Close()
-		return true
+	s.downErr = err
+	var se *DialError
+	for i := range s.status {
+		switch {
+		case !errors.As(err, &se):
+			s.status[i].Up, s.status[i].Err = false, err.Error()
+		case i < se.Index:
+			s.status[i].Up, s.status[i].Err = true, ""
+		case i == se.Index:
+			s.status[i].Up, s.status[i].Err = false, err.Error()
+		default:
+			s.status[i].Up, s.status[i].Err = false, fmt.Sprintf("not tried: stage %d is down", se.Index+1)
+		}
 	}
+	s.mu.Unlock()
+	s.log.Warn("stages still down", "session", 0, "stage", "head", "err", err)
+}
+
+// readopt makes c, a re-dialled chain, the current one, keeping the last
+// known compute figures for rates.
+func (s *Supervisor) readopt(c *Chain) {
 	old := s.snapshot()
 	s.adopt(c)
 	s.mu.Lock()
-	for i := range s.status { // keep the last known counters for rates
+	for i := range s.status {
 		if i < len(old) {
 			s.status[i].ComputePerToken = old[i].ComputePerToken
 		}
 	}
 	s.mu.Unlock()
-	s.log.Info("pipeline re-dialled", "session", 0, "stage", "head", "stages", len(s.addrs))
-	return true
 }
 
 // record stores stage i's answer to a ping.
@@ -291,19 +312,31 @@ func (s *Supervisor) snapshot() []StageStatus {
 }
 
 // NewSession opens a session on the current chain, or fails with ErrDown
-// (and the reason) while the stages are down.
+// (and the reason) while the stages are down. With replicas, a chain that
+// is down or fails while the session opens is replaced first.
 func (s *Supervisor) NewSession(ctx context.Context) (*Session, error) {
 	s.mu.Lock()
 	c, down := s.chain, s.downErr
 	s.mu.Unlock()
+	if c == nil && s.replicated {
+		c, down = s.failover(ctx, nil, down)
+	}
 	if c == nil {
 		return nil, fmt.Errorf("%w: %w", ErrDown, down)
 	}
 	sess, err := c.NewSession(ctx)
-	if err != nil && ctx.Err() == nil {
+	if err != nil && ctx.Err() == nil && c.Err() != nil && s.replicated {
+		if c, _ = s.failover(ctx, c, c.Err()); c != nil {
+			sess, err = c.NewSession(ctx)
+		}
+	}
+	if err != nil && ctx.Err() == nil && c != nil {
 		if cerr := c.Err(); cerr != nil {
 			err = cerr
 		}
+	}
+	if sess != nil {
+		sess.sup = s
 	}
 	return sess, err
 }
@@ -332,7 +365,7 @@ func (s *Supervisor) Ready(ctx context.Context) error {
 func (s *Supervisor) Topology() Topology {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	t := Topology{Stages: append([]StageStatus(nil), s.status...)}
+	t := Topology{Stages: append([]StageStatus(nil), s.status...), Failovers: s.failovers.Load()}
 	if s.chain == nil && s.downErr != nil {
 		t.Err = s.downErr.Error()
 	}
@@ -380,6 +413,7 @@ type Topology struct {
 	Stages     []StageStatus
 	Boundaries []Boundary // head -> stage 1, stage 1 -> stage 2, ..., stage n -> head
 	Err        string     // why the chain is down, when it is
+	Failovers  uint64     // sessions moved to a replica and replayed, since start
 }
 
 // StageStatus is one stage as the head last saw it. Counters are the
@@ -387,7 +421,8 @@ type Topology struct {
 type StageStatus struct {
 	Index           int // 0-based, in layer order
 	Addr, Name      string
-	First, Last     int // layers [First, Last)
+	Replicas        []string // every address of the position, Addr among them
+	First, Last     int      // layers [First, Last)
 	Up              bool
 	Err             string        // why it is not up
 	RTT             time.Duration // the last ping's round trip

@@ -64,7 +64,7 @@ func split(t *testing.T, m *loader.Model, n int) (*scheduler.Scheduler, *stage.L
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { local.Close() })
-	sup, err := pipeline.Supervise(context.Background(), local.Addrs, pipeline.Options{Identity: id, Config: m.Weights.Config, Timeout: 10 * time.Second},
+	sup, err := pipeline.Supervise(context.Background(), pipeline.Singles(local.Addrs), pipeline.Options{Identity: id, Config: m.Weights.Config, Timeout: 10 * time.Second},
 		pipeline.SupervisorOptions{Poll: 100 * time.Millisecond, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)

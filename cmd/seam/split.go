@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/seamlm/seam/auth"
@@ -23,28 +22,65 @@ func (f *splitFlags) session(ctx context.Context, modelPath, tokPath string) (ge
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	chain, err := pipeline.Dial(ctx, c.addrs, c.opts)
-	if err != nil {
-		c.cleanup()
-		return nil, nil, nil, err
+	var (
+		sess *pipeline.Session
+		stop func() error
+	)
+	if c.replicated() {
+		// A supervisor moves the session to a replica if a stage fails.
+		sup, err := pipeline.Supervise(ctx, c.positions, c.opts, pipeline.SupervisorOptions{Logger: slog.Default()})
+		if err != nil {
+			c.cleanup()
+			return nil, nil, nil, err
+		}
+		stop = sup.Close
+		if sess, err = sup.NewSession(ctx); err != nil {
+			sup.Close()
+			c.cleanup()
+			return nil, nil, nil, err
+		}
+	} else {
+		chain, err := pipeline.Dial(ctx, c.addrs(), c.opts)
+		if err != nil {
+			c.cleanup()
+			return nil, nil, nil, err
+		}
+		stop = chain.Close
+		if sess, err = chain.NewSession(ctx); err != nil {
+			chain.Close()
+			c.cleanup()
+			return nil, nil, nil, err
+		}
 	}
-	sess, err := chain.NewSession(ctx)
-	if err != nil {
-		chain.Close()
-		c.cleanup()
-		return nil, nil, nil, err
-	}
-	return sess, c.head, func() { chain.Close(); c.cleanup() }, nil
+	return sess, c.head, func() { stop(); c.cleanup() }, nil
 }
 
 // chainSpec is what a head dials: the stages' addresses in layer order
-// and the options, with the head's view of the model; cleanup stops
-// in-process stages.
+// (with their replicas) and the options, with the head's view of the
+// model; cleanup stops in-process stages.
 type chainSpec struct {
-	head    *loader.Head
-	addrs   []string
-	opts    pipeline.Options
-	cleanup func()
+	head      *loader.Head
+	positions [][]string
+	opts      pipeline.Options
+	cleanup   func()
+}
+
+// addrs is the first replica of each position.
+func (c *chainSpec) addrs() []string {
+	out := make([]string, len(c.positions))
+	for i, p := range c.positions {
+		out[i] = p[0]
+	}
+	return out
+}
+
+func (c *chainSpec) replicated() bool {
+	for _, p := range c.positions {
+		if len(p) > 1 {
+			return true
+		}
+	}
+	return false
 }
 
 // chain resolves the split flags into a chain to dial: in-process stages
@@ -72,9 +108,11 @@ func (f *splitFlags) chain(ctx context.Context, modelPath, tokPath string) (*cha
 		if ac, err = auth.Ephemeral(); err != nil {
 			return nil, err
 		}
-		if c.head, c.addrs, c.cleanup, err = startLocal(modelPath, tokPath, f.split, lc, f.timeout, ac); err != nil {
+		var addrs []string
+		if c.head, addrs, c.cleanup, err = startLocal(modelPath, tokPath, f.split, lc, f.timeout, ac); err != nil {
 			return nil, err
 		}
+		c.positions = pipeline.Singles(addrs)
 	} else {
 		if ac, err = f.auth.config("head", "head"); err != nil {
 			return nil, err
@@ -83,14 +121,13 @@ func (f *splitFlags) chain(ctx context.Context, modelPath, tokPath string) (*cha
 			return nil, err
 		}
 		if f.stages != "" {
-			c.addrs = strings.Split(f.stages, ",")
-			for i := range c.addrs {
-				c.addrs[i] = strings.TrimSpace(c.addrs[i])
+			if c.positions, err = pipeline.ParsePositions(f.stages); err != nil {
+				return nil, fmt.Errorf("--stages %q: %w", f.stages, err)
 			}
 		}
 	}
 	c.opts = pipeline.Options{Identity: c.head.Identity, Config: c.head.Config, Encoding: enc,
-		Codecs: codec.Digests(c.head.Codecs), Timeout: f.timeout, Link: lc, Logger: slog.Default(), Auth: ac}
+		Codecs: codec.Digests(c.head.Codecs), Timeout: f.timeout, Hang: hangOption(f.hang), Link: lc, Logger: slog.Default(), Auth: ac}
 	if f.pool.pool != "" {
 		if f.wireName != "f32" {
 			return nil, fmt.Errorf("--wire %s with --pool: the plan chooses each boundary's encoding, bounded by --max-kl", f.wireName)
@@ -99,7 +136,7 @@ func (f *splitFlags) chain(ctx context.Context, modelPath, tokPath string) (*cha
 		if err != nil {
 			return nil, err
 		}
-		c.addrs, c.opts.Encodings = asm.Addrs, asm.Encodings
+		c.positions, c.opts.Encodings = pipeline.Singles(asm.Addrs), asm.Encodings
 	}
 	return c, nil
 }
@@ -137,4 +174,13 @@ func btoi(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// hangOption maps --hang to pipeline.Options.Hang, where 0 means the
+// default and a negative value off.
+func hangOption(d time.Duration) time.Duration {
+	if d <= 0 {
+		return -1
+	}
+	return d
 }

@@ -3,11 +3,11 @@ package main
 import (
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"time"
 
 	"github.com/seamlm/seam/link"
+	"github.com/seamlm/seam/pipeline"
 	"github.com/seamlm/seam/wire"
 	"github.com/spf13/cobra"
 )
@@ -18,6 +18,7 @@ type splitFlags struct {
 	split     int
 	wireName  string
 	timeout   time.Duration
+	hang      time.Duration
 	linkMbps  float64
 	linkLatMs float64
 	pool      poolFlags
@@ -25,10 +26,11 @@ type splitFlags struct {
 }
 
 func (f *splitFlags) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.stages, "stages", "", "comma-separated stage addresses (host:port), in layer order; run through them")
+	cmd.Flags().StringVar(&f.stages, "stages", "", "comma-separated stage addresses (host:port), in layer order; run through them. Replicas of a stage (same layers) go with '|': a:7070,b1:7070|b2:7070,c:7070; when the one in use dies or hangs, the head moves each session to the next and replays its tokens")
 	cmd.Flags().IntVar(&f.split, "split", 0, "start N stages in this process on loopback, with even layer ranges, and run through them")
 	cmd.Flags().StringVar(&f.wireName, "wire", "f32", "activation encoding between stages: f32, f16, q8, q5, q4, or lowrank (the container's learned codec)")
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 30*time.Second, "how long to wait for any stage's reply before failing the request")
+	cmd.Flags().DurationVar(&f.hang, "hang", pipeline.DefaultHang, "declare a stage hung, and name it, after this long without a word from it while a request waits (stages send heartbeats while they compute; 0: off)")
 	registerLinkFlags(cmd, &f.linkMbps, &f.linkLatMs)
 	f.pool.register(cmd)
 	f.auth.register(cmd)
@@ -60,17 +62,12 @@ func (f *splitFlags) validate(cmd *cobra.Command) error {
 		if f.stages == "" {
 			return errors.New("--stages is empty: give the stage addresses as host:port,host:port")
 		}
-		for i, addr := range strings.Split(f.stages, ",") {
-			if strings.TrimSpace(addr) == "" {
-				return fmt.Errorf("--stages %q: stage %d has no address (a stray comma?)", f.stages, i+1)
-			}
-			if _, _, err := net.SplitHostPort(addr); err != nil {
-				return fmt.Errorf("--stages %q: stage %d address %q: want host:port (%v)", f.stages, i+1, addr, err)
-			}
+		if _, err := pipeline.ParsePositions(f.stages); err != nil {
+			return fmt.Errorf("--stages %q: %w", f.stages, err)
 		}
 	}
 	if !f.active() {
-		for _, name := range []string{"wire", "timeout", "link-mbps", "link-latency-ms", "key", "trust", "insecure"} {
+		for _, name := range []string{"wire", "timeout", "hang", "link-mbps", "link-latency-ms", "key", "trust", "insecure"} {
 			if fl.Changed(name) {
 				return fmt.Errorf("--%s applies between pipeline stages: add --stages or --split (or --pool), or leave it out", name)
 			}
