@@ -87,10 +87,11 @@ var (
 	descWireBytes    = prometheus.NewDesc("seam_wire_bytes_total", "Bytes sent across each boundary of the chain, frame headers included.", boundaryLabels, nil)
 	descWirePerToken = prometheus.NewDesc("seam_wire_bytes_per_token", "Bytes sent across the boundary per position over the last poll with work.", boundaryLabels, nil)
 	descWireRate     = prometheus.NewDesc("seam_wire_bytes_per_second", "Bytes per second across the boundary over the last poll.", boundaryLabels, nil)
+	descFailovers    = prometheus.NewDesc("seam_pipeline_failovers_total", "Sessions moved to a replica stage and replayed after a stage failed.", nil, nil)
 )
 
 func (topologyCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descUp, descRTT, descCompute, descPositions, descPerToken, descSessions, descKV, descWireBytes, descWirePerToken, descWireRate} {
+	for _, d := range []*prometheus.Desc{descUp, descRTT, descCompute, descPositions, descPerToken, descSessions, descKV, descWireBytes, descWirePerToken, descWireRate, descFailovers} {
 		ch <- d
 	}
 }
@@ -101,6 +102,7 @@ func (c topologyCollector) Collect(ch chan<- prometheus.Metric) {
 	cancel()
 	t := c.engine.Topology()
 	gauge, counter := prometheus.GaugeValue, prometheus.CounterValue
+	ch <- prometheus.MustNewConstMetric(descFailovers, counter, float64(t.Failovers))
 	for _, s := range t.Stages {
 		l := []string{strconv.Itoa(s.Index + 1), s.Addr}
 		up := 0.0
