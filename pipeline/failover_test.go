@@ -9,6 +9,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,6 +30,8 @@ import (
 type faultProxy struct {
 	ln     net.Listener
 	target string
+
+	corrupt atomic.Bool // flip a bit of the next chunk forwarded, either way
 
 	mu     sync.Mutex
 	frozen bool
@@ -81,6 +84,9 @@ func (p *faultProxy) pipe(dst, src net.Conn) {
 			if frozen {
 				<-thaw
 			}
+			if p.corrupt.CompareAndSwap(true, false) {
+				buf[n/2] ^= 0x10
+			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}
@@ -100,6 +106,17 @@ func (p *faultProxy) freeze() {
 	p.mu.Unlock()
 }
 
+// reset closes the connections through the proxy (a link that drops),
+// but keeps accepting new ones.
+func (p *faultProxy) reset() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
 // kill closes everything, thawing frozen pipes so that they end.
 func (p *faultProxy) kill() {
 	p.ln.Close()
@@ -115,17 +132,17 @@ func (p *faultProxy) kill() {
 }
 
 // failoverSetup serves stories260K as three positions, the middle one with
-// two replicas on their own servers, each replica behind a faultProxy.
+// one or more replicas, every stage on its own server behind a faultProxy.
 type failoverSetup struct {
-	m      *loader.Model
-	id     wire.Digest
-	first  string
-	middle []*faultProxy
-	last   string
-	want   [][]float32 // the whole model's logits, teacher-forced over tokens
-	tokens []int       // prompt plus greedy continuation of the whole model
-	prompt int
-	opts   Options
+	m       *loader.Model
+	id      wire.Digest
+	proxies [3][]*faultProxy   // by position, replica
+	servers [3][]*stage.Server // the same
+	middle  []*faultProxy      // proxies[1]
+	want    [][]float32        // the whole model's logits, teacher-forced over tokens
+	tokens  []int              // prompt plus greedy continuation of the whole model
+	prompt  int
+	opts    Options
 }
 
 func newFailoverSetup(t *testing.T, replicas int) *failoverSetup {
@@ -146,10 +163,16 @@ func newFailoverSetup(t *testing.T, replicas int) *failoverSetup {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { local.Close() })
-	s := &failoverSetup{m: m, id: id, first: local.Addrs[0], last: local.Addrs[len(local.Addrs)-1]}
-	for _, a := range local.Addrs[1 : 1+replicas] {
-		s.middle = append(s.middle, newFaultProxy(t, a))
+	s := &failoverSetup{m: m, id: id}
+	for i, a := range local.Addrs {
+		pos := min(i, 1)
+		if i == len(local.Addrs)-1 {
+			pos = 2
+		}
+		s.proxies[pos] = append(s.proxies[pos], newFaultProxy(t, a))
+		s.servers[pos] = append(s.servers[pos], local.Servers()[i])
 	}
+	s.middle = s.proxies[1]
 	s.opts = Options{Identity: id, Config: m.Weights.Config, Timeout: 5 * time.Second, Hang: 400 * time.Millisecond, Logger: quiet}
 	// The reference: the whole model's greedy continuation and its logits.
 	mod, _ := model.New(m.Weights)
@@ -174,11 +197,13 @@ func newFailoverSetup(t *testing.T, replicas int) *failoverSetup {
 }
 
 func (s *failoverSetup) positions() [][]string {
-	var mid []string
-	for _, p := range s.middle {
-		mid = append(mid, p.addr())
+	out := make([][]string, 3)
+	for i, ps := range s.proxies {
+		for _, p := range ps {
+			out[i] = append(out[i], p.addr())
+		}
 	}
-	return [][]string{{s.first}, mid, {s.last}}
+	return out
 }
 
 // run prefills the prompt and decodes the rest of s.tokens teacher-forced,
