@@ -588,3 +588,16 @@ func maxLayers(r *Request) (n int, first, last string) {
 	}
 	return n, first, last
 }
+
+// StageBytes is the memory a stage holding layers [first, last) of r's
+// shape needs, with r's sessions and overhead (their defaults when unset):
+// what a pool member must offer to take over such a stage.
+func (r Request) StageBytes(first, last int) int64 {
+	if r.Sessions <= 0 {
+		r.Sessions = defaultSessions
+	}
+	if r.Overhead <= 0 {
+		r.Overhead = defaultOverhead
+	}
+	return r.stageBytes(last-first, first == 0, last == r.Shape.Config.NLayers)
+}

@@ -64,11 +64,18 @@ func (s *Supervisor) current() []string {
 	return out
 }
 
-// rotate moves position i to its next replica; false when it has none left
-// to try in this failover.
-func (s *Supervisor) rotate(i int, tried replicaTries, why error) bool {
-	if i < 0 || i >= len(s.positions) || tried[i] >= len(s.positions[i])-1 {
+// rotate moves position i to its next replica, or to a spare when every
+// replica has been tried in this failover; false when neither is left.
+func (s *Supervisor) rotate(ctx context.Context, i int, tried replicaTries, why error) bool {
+	if i < 0 || i >= len(s.positions) {
 		return false
+	}
+	if tried[i] >= s.replicas(i)-1 {
+		if !s.spare(ctx, i, why) {
+			return false
+		}
+		tried[i]++
+		return true
 	}
 	tried[i]++
 	s.mu.Lock()
@@ -78,6 +85,13 @@ func (s *Supervisor) rotate(i int, tried replicaTries, why error) bool {
 	s.mu.Unlock()
 	s.log.Warn("switching to a replica", "session", 0, "stage", i+1, "from", from, "to", to, "because", why.Error())
 	return true
+}
+
+// replicas is how many addresses position i has now.
+func (s *Supervisor) replicas(i int) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.positions[i])
 }
 
 // dial connects a chain over the current replicas, moving a position that
@@ -91,7 +105,7 @@ func (s *Supervisor) dial(ctx context.Context, tried replicaTries) (*Chain, erro
 			return c, nil
 		}
 		var de *DialError
-		if ctx.Err() == nil && errors.As(err, &de) && s.rotate(de.Index, tried, err) {
+		if ctx.Err() == nil && errors.As(err, &de) && s.rotate(ctx, de.Index, tried, err) {
 			continue
 		}
 		s.down(err)
@@ -120,7 +134,7 @@ func (s *Supervisor) recover(ctx context.Context, old *Chain, cause error) (*Cha
 	}
 	tried := replicaTries{}
 	if i, ok := culprit(cause); ok {
-		s.rotate(i, tried, cause)
+		s.rotate(ctx, i, tried, cause)
 	}
 	return s.dial(ctx, tried)
 }
@@ -130,7 +144,7 @@ func (s *Supervisor) recover(ctx context.Context, old *Chain, cause error) (*Cha
 // request fails fast naming the stage rather than waiting on a re-dial of
 // the stage that just failed.
 func (s *Supervisor) failover(ctx context.Context, old *Chain, cause error) (*Chain, error) {
-	if i, ok := culprit(cause); ok && len(s.positions[i]) < 2 {
+	if i, ok := culprit(cause); ok && s.replicas(i) < 2 && s.sopts.Spare == nil {
 		return nil, cause
 	}
 	c, err := s.recover(ctx, old, cause)
@@ -231,9 +245,14 @@ func (s *Session) remember(tokens []uint32, pos int) {
 
 // maxFailovers bounds the failovers of one request: one per spare replica.
 func (s *Supervisor) maxFailovers() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	n := 0
 	for _, p := range s.positions {
 		n += len(p) - 1
+	}
+	if s.sopts.Spare != nil {
+		n += len(s.positions) // a spare may take each position once
 	}
 	return n
 }

@@ -51,6 +51,9 @@ type Assembly struct {
 	// Request is what the plan was made from: the members' descriptions
 	// and the measured links (empty when an earlier plan was reused).
 	Request cluster.Request
+	// Spare, set by the caller (PoolSpares over the members the chain
+	// leaves out), replaces a stage that dies (SupervisorOptions.Spare).
+	Spare SpareFunc
 }
 
 // member is one pool member's connection during assembly.

@@ -26,6 +26,9 @@ type SupervisorOptions struct {
 	// min(Options.Timeout, 2 s).
 	PingTimeout time.Duration
 	Logger      *slog.Logger
+	// Spare, when set, finds a stage to take over a position whose every
+	// replica has failed (PoolSpares: a pool member the plan left out).
+	Spare SpareFunc
 }
 
 // Supervisor keeps a chain of stages connected for a long-running head: it
@@ -92,7 +95,7 @@ func Supervise(ctx context.Context, positions [][]string, opts Options, sopts Su
 		if len(p) == 0 {
 			return nil, fmt.Errorf("stage %d has no address", i+1)
 		}
-		s.replicated = s.replicated || len(p) > 1
+		s.replicated = s.replicated || len(p) > 1 || sopts.Spare != nil
 	}
 	s.failMu.Lock()
 	_, err := s.dial(ctx, replicaTries{})
@@ -116,7 +119,7 @@ func (s *Supervisor) adopt(c *Chain) {
 		addr, name, layers := c.stageInfo(i)
 		s.status[i] = StageStatus{Index: i, Addr: addr, Name: name, First: int(layers.Start), Last: int(layers.End), Up: true}
 		if i < len(s.positions) {
-			s.status[i].Replicas = s.positions[i]
+			s.status[i].Replicas = append([]string(nil), s.positions[i]...)
 		}
 		s.encs[i] = c.opts.Encoding.String()
 	}

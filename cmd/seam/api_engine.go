@@ -45,7 +45,7 @@ func openEngine(ctx context.Context, modelPath, tokPath string, f *splitFlags, p
 		return nil, err
 	}
 	head, stop := c.head, c.cleanup
-	sup, err := pipeline.Supervise(ctx, c.positions, c.opts, pipeline.SupervisorOptions{Poll: poll, Logger: slog.Default()})
+	sup, err := pipeline.Supervise(ctx, c.positions, c.opts, pipeline.SupervisorOptions{Poll: poll, Logger: slog.Default(), Spare: c.spare})
 	if err != nil {
 		stop()
 		return nil, err

@@ -74,9 +74,21 @@ func (f *poolFlags) assemble(ctx context.Context, modelPath, tokPath string, opt
 		slog.Info("measured KL at every boundary", "session", 0, "stage", "head", "tokens", f.measureKL, "table", req.KL.String())
 	}
 	addrs := strings.Split(f.pool, ",")
-	asm, err := pipeline.Assemble(ctx, addrs, opts, pipeline.PoolOptions{Request: req, Logger: slog.Default(), Record: planRecord(opts.Identity, addrs)})
+	po := pipeline.PoolOptions{Request: req, Logger: slog.Default(), Record: planRecord(opts.Identity, addrs)}
+	asm, err := pipeline.Assemble(ctx, addrs, opts, po)
 	if err != nil {
 		return nil, err
+	}
+	// The members the chain does not use can take over a stage that dies.
+	var spares []string
+	for _, a := range addrs {
+		if !slices.Contains(asm.Addrs, a) {
+			spares = append(spares, a)
+		}
+	}
+	if len(spares) > 0 {
+		asm.Spare = pipeline.PoolSpares(spares, opts, po)
+		slog.Info("pool members left as spares", "session", 0, "stage", "head", "spares", strings.Join(spares, ","))
 	}
 	if asm.Plan != nil {
 		p := asm.Plan.Predicted

@@ -28,7 +28,7 @@ func (f *splitFlags) session(ctx context.Context, modelPath, tokPath string) (ge
 	)
 	if c.replicated() {
 		// A supervisor moves the session to a replica if a stage fails.
-		sup, err := pipeline.Supervise(ctx, c.positions, c.opts, pipeline.SupervisorOptions{Logger: slog.Default()})
+		sup, err := pipeline.Supervise(ctx, c.positions, c.opts, pipeline.SupervisorOptions{Logger: slog.Default(), Spare: c.spare})
 		if err != nil {
 			c.cleanup()
 			return nil, nil, nil, err
@@ -62,6 +62,7 @@ type chainSpec struct {
 	head      *loader.Head
 	positions [][]string
 	opts      pipeline.Options
+	spare     pipeline.SpareFunc // pool members left out of the plan
 	cleanup   func()
 }
 
@@ -74,7 +75,11 @@ func (c *chainSpec) addrs() []string {
 	return out
 }
 
+// replicated: some stage has a replica or a spare to fail over to.
 func (c *chainSpec) replicated() bool {
+	if c.spare != nil {
+		return true
+	}
 	for _, p := range c.positions {
 		if len(p) > 1 {
 			return true
@@ -136,7 +141,7 @@ func (f *splitFlags) chain(ctx context.Context, modelPath, tokPath string) (*cha
 		if err != nil {
 			return nil, err
 		}
-		c.positions, c.opts.Encodings = pipeline.Singles(asm.Addrs), asm.Encodings
+		c.positions, c.opts.Encodings, c.spare = pipeline.Singles(asm.Addrs), asm.Encodings, asm.Spare
 	}
 	return c, nil
 }
