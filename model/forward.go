@@ -58,45 +58,70 @@ func New(w *Weights) (*Model, error) {
 // Config returns the model configuration.
 func (m *Model) Config() *Config { return &m.W.Config }
 
-// State is one session's KV cache for a layer range, plus scratch buffers
-// sized for the largest batch run so far.
+// State is one session's KV cache for a layer range, in blocks taken as
+// positions fill (kv.go), plus scratch for the batches it runs alone.
 type State struct {
 	First, Last int
-	next        int         // positions [0, next) are cached
-	keys, vals  [][]float32 // per held layer: SeqLen x KVDim
-	xb, xb2     []float32   // batch x Dim
-	q, ao       []float32   // batch x QDim: queries, attention output
-	hb, hb2     []float32   // batch x HiddenDim
-	att         []float32   // attention scores: per worker, the positions of a batch
+	next        int // positions [0, next) are cached
+	kv          kvCache
+	scratch     Scratch
 }
 
-// NewState allocates the KV cache of layers [first, last).
-func (m *Model) NewState(first, last int) (*State, error) {
+// NewState makes the KV cache of layers [first, last), unbounded: its
+// blocks are counted by no pool.
+func (m *Model) NewState(first, last int) (*State, error) { return m.NewStateIn(first, last, nil) }
+
+// NewStateIn makes the KV cache of layers [first, last), taking its blocks
+// from pool (nil: unbounded, blocks of DefaultKVBlock positions). Nothing
+// is allocated until positions are computed.
+func (m *Model) NewStateIn(first, last int, pool *KVPool) (*State, error) {
 	c := &m.W.Config
 	if first < m.W.First || last > m.W.Last || first >= last {
 		return nil, fmt.Errorf("layer range [%d, %d) is not within the held layers [%d, %d)", first, last, m.W.First, m.W.Last)
 	}
-	s := &State{First: first, Last: last}
-	for l := first; l < last; l++ {
-		s.keys = append(s.keys, make([]float32, c.SeqLen*c.KVDim()))
-		s.vals = append(s.vals, make([]float32, c.SeqLen*c.KVDim()))
+	block := DefaultKVBlock
+	if pool != nil {
+		block = pool.Block()
 	}
+	s := &State{First: first, Last: last, kv: kvCache{pool: pool, block: block, width: c.KVDim(),
+		keys: make([][][]float32, last-first), vals: make([][][]float32, last-first)}}
 	return s, nil
 }
 
-// Reset forgets every cached position.
+// Reset forgets every cached position, keeping the blocks for reuse.
 func (s *State) Reset() { s.next = 0 }
+
+// Release forgets every cached position and gives the blocks back to the
+// pool; the state stays usable and takes blocks again as it fills.
+func (s *State) Release() {
+	s.next = 0
+	s.kv.release()
+}
 
 // Next is the first position not yet cached: the position of the next token.
 func (s *State) Next() int { return s.next }
 
-func (s *State) ensureBatch(n int, c *Config) {
-	if len(s.xb) >= n*c.Dim {
+// KVBytes is the bytes of KV cache blocks the state holds now.
+func (s *State) KVBytes() int64 { return s.kv.bytes() }
+
+// Scratch holds the buffers of a batch's forward pass, sized for the
+// largest batch run so far. One Scratch serves one batch at a time.
+type Scratch struct {
+	x, xb, xb2 []float32 // batch x Dim (x: the batch's hidden states, gathered)
+	q, ao      []float32 // batch x QDim: queries, attention output
+	kb, vb     []float32 // batch x KVDim: new keys and values, before caching
+	hb, hb2    []float32 // batch x HiddenDim
+	att        []float32 // attention scores: per worker, the positions of a token
+}
+
+func (sc *Scratch) ensure(n int, c *Config) {
+	if len(sc.xb) >= n*c.Dim {
 		return
 	}
-	s.xb, s.xb2 = make([]float32, n*c.Dim), make([]float32, n*c.Dim)
-	s.q, s.ao = make([]float32, n*c.QDim()), make([]float32, n*c.QDim())
-	s.hb, s.hb2 = make([]float32, n*c.HiddenDim), make([]float32, n*c.HiddenDim)
+	sc.x, sc.xb, sc.xb2 = make([]float32, n*c.Dim), make([]float32, n*c.Dim), make([]float32, n*c.Dim)
+	sc.q, sc.ao = make([]float32, n*c.QDim()), make([]float32, n*c.QDim())
+	sc.kb, sc.vb = make([]float32, n*c.KVDim()), make([]float32, n*c.KVDim())
+	sc.hb, sc.hb2 = make([]float32, n*c.HiddenDim), make([]float32, n*c.HiddenDim)
 }
 
 // Embed writes the embedding of token into x (length Dim).
@@ -122,34 +147,112 @@ func (m *Model) Layers(s *State, x []float32, pos int) error {
 // result is bit-identical to n calls of Layers (which is this with n = 1);
 // batching only lets each weight matrix be streamed once for all n tokens.
 func (m *Model) LayersBatch(s *State, x []float32, pos, n int) error {
+	return m.LayersMulti(&s.scratch, []Item{{State: s, X: x, Pos: pos, N: n}})
+}
+
+// Item is one session's part of a batch: n consecutive tokens at positions
+// Pos .. Pos+N-1, their hidden states X (N x Dim, updated in place).
+type Item struct {
+	State  *State
+	X      []float32
+	Pos, N int
+}
+
+// LayersMulti runs the layers of many sessions' tokens as one batch: each
+// weight matrix is streamed once for all of them, and each token attends
+// over its own session's cache. Every session's result is bit-identical to
+// running its item alone (LayersBatch): the kernels compute each token's
+// products the same way wherever it sits in a batch, and attention never
+// mixes sessions. The items' states must hold the same layers and be
+// distinct. Every item is checked, and the KV blocks of all are taken,
+// before anything is computed: an error changes no state.
+func (m *Model) LayersMulti(sc *Scratch, items []Item) error {
 	c := &m.W.Config
-	if n < 1 || pos < 0 || pos+n > c.SeqLen {
-		return fmt.Errorf("positions [%d, %d) are outside the context of %d", pos, pos+n, c.SeqLen)
+	total := 0
+	for i, it := range items {
+		if err := m.checkItem(&it, items[0].State); err != nil {
+			return fmt.Errorf("batch item %d: %w", i, err)
+		}
+		for _, other := range items[:i] {
+			if other.State == it.State {
+				return fmt.Errorf("batch item %d: its session is in the batch twice", i)
+			}
+		}
+		total += it.N
 	}
-	if len(x) != n*c.Dim {
-		return fmt.Errorf("hidden states hold %d values, %d tokens of width %d need %d", len(x), n, c.Dim, n*c.Dim)
+	if total == 0 {
+		return nil
 	}
-	// Attention reads positions [0, pos]: all of them must have been computed
-	// in this session. Rewinding (pos < next) is allowed and drops the rest.
-	if pos > s.next {
-		return fmt.Errorf("position %d skips ahead: only positions [0, %d) are cached", pos, s.next)
+	for i, it := range items {
+		if err := it.State.kv.ensure(it.Pos + it.N); err != nil {
+			for _, done := range items[:i] {
+				done.State.kv.shrink(done.State.next)
+			}
+			return err
+		}
 	}
-	s.ensureBatch(n, c)
-	for l := s.First; l < s.Last; l++ {
-		m.layer(s, l, x, pos, n)
+	sc.ensure(total, c)
+	x := gather(sc, items, c.Dim)
+	for l := items[0].State.First; l < items[0].State.Last; l++ {
+		m.layer(sc, items, l, x, total)
 	}
-	s.next = pos + n
+	scatter(x, items, c.Dim)
+	for _, it := range items {
+		it.State.next = it.Pos + it.N
+	}
 	return nil
 }
 
-func (m *Model) layer(s *State, l int, x []float32, pos, n int) {
+func (m *Model) checkItem(it *Item, first *State) error {
+	c := &m.W.Config
+	s := it.State
+	if s == nil || s.First != first.First || s.Last != first.Last {
+		return fmt.Errorf("state for another layer range than the batch's [%d, %d)", first.First, first.Last)
+	}
+	if it.N < 1 || it.Pos < 0 || it.Pos+it.N > c.SeqLen {
+		return fmt.Errorf("positions [%d, %d) are outside the context of %d", it.Pos, it.Pos+it.N, c.SeqLen)
+	}
+	if len(it.X) != it.N*c.Dim {
+		return fmt.Errorf("hidden states hold %d values, %d tokens of width %d need %d", len(it.X), it.N, c.Dim, it.N*c.Dim)
+	}
+	// Attention reads positions [0, pos]: all of them must have been computed
+	// in this session. Rewinding (pos < next) is allowed and drops the rest.
+	if it.Pos > s.next {
+		return fmt.Errorf("position %d skips ahead: only positions [0, %d) are cached", it.Pos, s.next)
+	}
+	return nil
+}
+
+// gather is the batch's hidden states, contiguous: one item's own buffer
+// when it is alone, else copies in sc.x.
+func gather(sc *Scratch, items []Item, dim int) []float32 {
+	if len(items) == 1 {
+		return items[0].X
+	}
+	off := 0
+	for _, it := range items {
+		off += copy(sc.x[off:], it.X)
+	}
+	return sc.x[:off]
+}
+
+func scatter(x []float32, items []Item, dim int) {
+	if len(items) == 1 {
+		return
+	}
+	off := 0
+	for _, it := range items {
+		off += copy(it.X, x[off:off+it.N*dim])
+	}
+}
+
+func (m *Model) layer(sc *Scratch, items []Item, l int, x []float32, n int) {
 	c := &m.W.Config
 	w := &m.W.Layers[l]
 	d, qDim, kvDim := c.Dim, c.QDim(), c.KVDim()
-	keys := s.keys[l-s.First][pos*kvDim : (pos+n)*kvDim]
-	vals := s.vals[l-s.First][pos*kvDim : (pos+n)*kvDim]
-	xb, xb2, q, ao := s.xb[:n*d], s.xb2[:n*d], s.q[:n*qDim], s.ao[:n*qDim]
-	hb, hb2 := s.hb[:n*c.HiddenDim], s.hb2[:n*c.HiddenDim]
+	xb, xb2, q, ao := sc.xb[:n*d], sc.xb2[:n*d], sc.q[:n*qDim], sc.ao[:n*qDim]
+	keys, vals := sc.kb[:n*kvDim], sc.vb[:n*kvDim]
+	hb, hb2 := sc.hb[:n*c.HiddenDim], sc.hb2[:n*c.HiddenDim]
 
 	for t := range n {
 		kernels.RMSNorm(xb[t*d:(t+1)*d], x[t*d:(t+1)*d], m.attnNorm[l], c.NormEps)
@@ -165,11 +268,17 @@ func (m *Model) layer(s *State, l int, x []float32, pos, n int) {
 		m.normHeads(q, m.qNorm[l])
 		m.normHeads(keys, m.kNorm[l])
 	}
-	for t := range n {
-		m.rope(q[t*qDim:(t+1)*qDim], pos+t)
-		m.rope(keys[t*kvDim:(t+1)*kvDim], pos+t)
+	t := 0
+	for _, it := range items {
+		s := it.State
+		for p := it.Pos; p < it.Pos+it.N; p, t = p+1, t+1 {
+			m.rope(q[t*qDim:(t+1)*qDim], p)
+			m.rope(keys[t*kvDim:(t+1)*kvDim], p)
+			copy(row(s.kv.keys[l-s.First], s.kv.block, kvDim, p), keys[t*kvDim:(t+1)*kvDim])
+			copy(row(s.kv.vals[l-s.First], s.kv.block, kvDim, p), vals[t*kvDim:(t+1)*kvDim])
+		}
 	}
-	m.attentionBatch(s, l, q, ao, pos, n)
+	m.attentionBatch(sc, items, l, q, ao, n)
 	kernels.MatMul(xb2, &w.Wo, ao, n)
 	kernels.Axpy(x, 1, xb2)
 
@@ -199,49 +308,69 @@ func (m *Model) normHeads(v, weight []float32) {
 	}
 }
 
-// attentionBatch computes attention for the n tokens at positions pos ..
-// pos+n-1 (queries q, n x QDim) into out, every (token, head) pair a separate
-// item spread over the kernels' threads. Causal: token t attends to
-// positions up to pos+t, all cached by now. Each head's arithmetic is the
-// same whichever thread runs it, so the result does not depend on the
+// attentionBatch computes attention for the batch's n tokens (queries q,
+// n x QDim) into out, every (token, head) pair a separate item spread over
+// the kernels' threads. Causal: a token at position p attends to its own
+// session's positions up to p, all cached by now. Each head's arithmetic is
+// the same whichever thread runs it, so the result does not depend on the
 // thread count.
-func (m *Model) attentionBatch(s *State, l int, q, out []float32, pos, n int) {
+func (m *Model) attentionBatch(sc *Scratch, items []Item, l int, q, out []float32, n int) {
 	c := &m.W.Config
 	qDim, heads := c.QDim(), c.NHeads
-	span := pos + n // the most positions one item attends to
+	span := 0 // the most positions one token attends to
+	owner := make([]int32, 0, n)
+	for i, it := range items {
+		span = max(span, it.Pos+it.N)
+		for range it.N {
+			owner = append(owner, int32(i))
+		}
+	}
+	first := make([]int, len(items)) // each item's first token in the batch
+	for i := 1; i < len(items); i++ {
+		first[i] = first[i-1] + items[i-1].N
+	}
 	workers := kernels.Threads()
-	if len(s.att) < workers*span {
-		s.att = make([]float32, workers*span)
+	if len(sc.att) < workers*span {
+		sc.att = make([]float32, workers*span)
 	}
 	kernels.Parallel(n*heads, workers, func(worker, i int) {
 		t, h := i/heads, i%heads
-		att := s.att[worker*span : (worker+1)*span]
-		m.attendHead(s, l, h, q[t*qDim:(t+1)*qDim], out[t*qDim:(t+1)*qDim], pos+t, att)
+		it := &items[owner[t]]
+		att := sc.att[worker*span : (worker+1)*span]
+		m.attendHead(it.State, l, h, q[t*qDim:(t+1)*qDim], out[t*qDim:(t+1)*qDim], it.Pos+t-first[owner[t]], att)
 	})
 }
 
 // attendHead computes grouped-query attention of head h of query q (one
 // token, all heads) over cached positions 0..pos of layer l, writing the
 // head's output into its part of out. att is scratch of at least pos+1.
+// The cache is read block by block, in position order: the scores are one
+// dot product per position, and the weighted sum adds the positions' values
+// in order, so the blocks' size does not change a bit of the result.
 func (m *Model) attendHead(s *State, l, h int, q, out []float32, pos int, att []float32) {
 	c := &m.W.Config
 	hd, kvDim := c.HeadDim(), c.KVDim()
 	group := c.NHeads / c.NKVHeads
 	scale := float32(1 / math.Sqrt(float64(hd)))
-	keys, vals := s.keys[l-s.First], s.vals[l-s.First]
+	keys, vals := s.kv.keys[l-s.First], s.kv.vals[l-s.First]
+	block := s.kv.block
 	att = att[:pos+1]
 	qh := q[h*hd : (h+1)*hd]
 	kvOff := (h / group) * hd
-	// Scores: the dot products of qh with this head's keys at positions
-	// 0..pos (rows kvDim apart), then the weighted sum of the values.
-	kernels.DotRows(att, qh, keys[kvOff:], kvDim)
+	for b, p := 0, 0; p <= pos; b, p = b+1, p+block {
+		rows := min(block, pos+1-p)
+		kernels.DotRows(att[p:p+rows], qh, keys[b][kvOff:], kvDim)
+	}
 	for t := range att {
 		att[t] *= scale
 	}
 	kernels.Softmax(att)
 	oh := out[h*hd : (h+1)*hd]
 	clear(oh)
-	kernels.AxpyRows(oh, att, vals[kvOff:], kvDim)
+	for b, p := 0, 0; p <= pos; b, p = b+1, p+block {
+		rows := min(block, pos+1-p)
+		kernels.AxpyRows(oh, att[p:p+rows], vals[b][kvOff:], kvDim)
+	}
 }
 
 // Head applies the final norm to x (in place) and writes the logits.
