@@ -79,12 +79,15 @@ func (m *Model) NewStateIn(first, last int, pool *KVPool) (*State, error) {
 	if first < m.W.First || last > m.W.Last || first >= last {
 		return nil, fmt.Errorf("layer range [%d, %d) is not within the held layers [%d, %d)", first, last, m.W.First, m.W.Last)
 	}
-	block := DefaultKVBlock
+	block, f16 := DefaultKVBlock, false
 	if pool != nil {
-		block = pool.Block()
+		block, f16 = pool.Block(), pool.F16()
 	}
-	s := &State{First: first, Last: last, kv: kvCache{pool: pool, block: block, width: c.KVDim(),
+	s := &State{First: first, Last: last, kv: kvCache{pool: pool, block: block, width: c.KVDim(), half: f16,
 		keys: make([][][]float32, last-first), vals: make([][][]float32, last-first)}}
+	if f16 {
+		s.kv.hkeys, s.kv.hvals = make([][][]uint16, last-first), make([][][]uint16, last-first)
+	}
 	return s, nil
 }
 
@@ -112,6 +115,7 @@ type Scratch struct {
 	kb, vb     []float32 // batch x KVDim: new keys and values, before caching
 	hb, hb2    []float32 // batch x HiddenDim
 	att        []float32 // attention scores: per worker, the positions of a token
+	wide       []float32 // per worker, one block of one head's f16 rows widened
 }
 
 func (sc *Scratch) ensure(n int, c *Config) {
@@ -274,8 +278,7 @@ func (m *Model) layer(sc *Scratch, items []Item, l int, x []float32, n int) {
 		for p := it.Pos; p < it.Pos+it.N; p, t = p+1, t+1 {
 			m.rope(q[t*qDim:(t+1)*qDim], p)
 			m.rope(keys[t*kvDim:(t+1)*kvDim], p)
-			copy(row(s.kv.keys[l-s.First], s.kv.block, kvDim, p), keys[t*kvDim:(t+1)*kvDim])
-			copy(row(s.kv.vals[l-s.First], s.kv.block, kvDim, p), vals[t*kvDim:(t+1)*kvDim])
+			s.kv.store(l-s.First, p, keys[t*kvDim:(t+1)*kvDim], vals[t*kvDim:(t+1)*kvDim])
 		}
 	}
 	m.attentionBatch(sc, items, l, q, ao, n)
@@ -333,11 +336,19 @@ func (m *Model) attentionBatch(sc *Scratch, items []Item, l int, q, out []float3
 	if len(sc.att) < workers*span {
 		sc.att = make([]float32, workers*span)
 	}
+	wide := items[0].State.kv.block * c.HeadDim()
+	if items[0].State.kv.half && len(sc.wide) < workers*wide {
+		sc.wide = make([]float32, workers*wide)
+	}
 	kernels.Parallel(n*heads, workers, func(worker, i int) {
 		t, h := i/heads, i%heads
 		it := &items[owner[t]]
 		att := sc.att[worker*span : (worker+1)*span]
-		m.attendHead(it.State, l, h, q[t*qDim:(t+1)*qDim], out[t*qDim:(t+1)*qDim], it.Pos+t-first[owner[t]], att)
+		var w []float32
+		if it.State.kv.half {
+			w = sc.wide[worker*wide : (worker+1)*wide]
+		}
+		m.attendHead(it.State, l, h, q[t*qDim:(t+1)*qDim], out[t*qDim:(t+1)*qDim], it.Pos+t-first[owner[t]], att, w)
 	})
 }
 
@@ -346,8 +357,13 @@ func (m *Model) attentionBatch(sc *Scratch, items []Item, l int, q, out []float3
 // head's output into its part of out. att is scratch of at least pos+1.
 // The cache is read block by block, in position order: the scores are one
 // dot product per position, and the weighted sum adds the positions' values
-// in order, so the blocks' size does not change a bit of the result.
-func (m *Model) attendHead(s *State, l, h int, q, out []float32, pos int, att []float32) {
+// in order, so the blocks' size does not change a bit of the result. An f16
+// cache is widened a block at a time into wide (block x head_dim), exactly.
+func (m *Model) attendHead(s *State, l, h int, q, out []float32, pos int, att, wide []float32) {
+	if s.kv.half {
+		m.attendHeadF16(s, l, h, q, out, pos, att, wide)
+		return
+	}
 	c := &m.W.Config
 	hd, kvDim := c.HeadDim(), c.KVDim()
 	group := c.NHeads / c.NKVHeads
@@ -370,6 +386,37 @@ func (m *Model) attendHead(s *State, l, h int, q, out []float32, pos int, att []
 	for b, p := 0, 0; p <= pos; b, p = b+1, p+block {
 		rows := min(block, pos+1-p)
 		kernels.AxpyRows(oh, att[p:p+rows], vals[b][kvOff:], kvDim)
+	}
+}
+
+// attendHeadF16 is attendHead over an f16 cache: the same arithmetic on
+// the widened rows, so an f16 cache equals an f32 cache whose values were
+// rounded to f16.
+func (m *Model) attendHeadF16(s *State, l, h int, q, out []float32, pos int, att, wide []float32) {
+	c := &m.W.Config
+	hd, kvDim := c.HeadDim(), c.KVDim()
+	group := c.NHeads / c.NKVHeads
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	keys, vals := s.kv.hkeys[l-s.First], s.kv.hvals[l-s.First]
+	block := s.kv.block
+	att = att[:pos+1]
+	qh := q[h*hd : (h+1)*hd]
+	kvOff := (h / group) * hd
+	for b, p := 0, 0; p <= pos; b, p = b+1, p+block {
+		rows := min(block, pos+1-p)
+		widen(wide, keys, b, kvDim, kvOff, hd, rows)
+		kernels.DotRows(att[p:p+rows], qh, wide, hd)
+	}
+	for t := range att {
+		att[t] *= scale
+	}
+	kernels.Softmax(att)
+	oh := out[h*hd : (h+1)*hd]
+	clear(oh)
+	for b, p := 0, 0; p <= pos; b, p = b+1, p+block {
+		rows := min(block, pos+1-p)
+		widen(wide, vals, b, kvDim, kvOff, hd, rows)
+		kernels.AxpyRows(oh, att[p:p+rows], wide, hd)
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/seamlm/seam/internal/half"
 )
 
 // DefaultKVBlock is the positions per KV cache block: small enough that a
@@ -23,6 +25,7 @@ var ErrKVBudget = errors.New("KV cache budget exhausted")
 type KVPool struct {
 	block  int   // positions per block
 	budget int64 // bytes; 0 is unbounded
+	half   bool  // blocks hold f16 keys and values
 
 	mu   sync.Mutex
 	used int64
@@ -43,6 +46,21 @@ func NewKVPool(budget int64, block int) (*KVPool, error) {
 	}
 	return &KVPool{block: block, budget: budget}, nil
 }
+
+// NewKVPoolF16 is NewKVPool for caches that store keys and values as f16
+// (IEEE binary16, rounded to nearest even): half the memory, at a small
+// cost in quality (docs/benchmarks.md measures it). Attention widens them
+// back exactly, so results are deterministic on every machine.
+func NewKVPoolF16(budget int64, block int) (*KVPool, error) {
+	p, err := NewKVPool(budget, block)
+	if err == nil {
+		p.half = true
+	}
+	return p, err
+}
+
+// F16 says whether the pool's caches hold f16.
+func (p *KVPool) F16() bool { return p.half }
 
 // Block is the positions per block.
 func (p *KVPool) Block() int { return p.block }
@@ -88,17 +106,32 @@ type kvCache struct {
 	block      int
 	width      int           // KVDim
 	keys, vals [][][]float32 // per held layer, per block: block x width
+	half       bool          // f16 blocks in hkeys, hvals instead
+	hkeys      [][][]uint16
+	hvals      [][][]uint16
 }
 
 // blockBytes is the bytes of one block's keys and values over all layers.
 func (kv *kvCache) blockBytes() int64 {
-	return int64(len(kv.keys)) * 2 * int64(kv.block) * int64(kv.width) * 4
+	size := int64(4)
+	if kv.half {
+		size = 2
+	}
+	return int64(len(kv.keys)) * 2 * int64(kv.block) * int64(kv.width) * size
+}
+
+// blocks is how many blocks each layer holds.
+func (kv *kvCache) blocks() int {
+	if kv.half {
+		return len(kv.hkeys[0])
+	}
+	return len(kv.keys[0])
 }
 
 // ensure makes blocks cover positions [0, end) in every layer, taking them
 // from the pool all at once or not at all.
 func (kv *kvCache) ensure(end int) error {
-	have := len(kv.keys[0])
+	have := kv.blocks()
 	need := (end + kv.block - 1) / kv.block
 	if need <= have {
 		return nil
@@ -110,6 +143,11 @@ func (kv *kvCache) ensure(end int) error {
 	}
 	for l := range kv.keys {
 		for range need - have {
+			if kv.half {
+				kv.hkeys[l] = append(kv.hkeys[l], make([]uint16, kv.block*kv.width))
+				kv.hvals[l] = append(kv.hvals[l], make([]uint16, kv.block*kv.width))
+				continue
+			}
 			kv.keys[l] = append(kv.keys[l], make([]float32, kv.block*kv.width))
 			kv.vals[l] = append(kv.vals[l], make([]float32, kv.block*kv.width))
 		}
@@ -119,16 +157,47 @@ func (kv *kvCache) ensure(end int) error {
 
 // release gives every block back.
 func (kv *kvCache) release() {
-	if n := len(kv.keys[0]); n > 0 && kv.pool != nil {
+	if n := kv.blocks(); n > 0 && kv.pool != nil {
 		kv.pool.release(int64(n) * kv.blockBytes())
 	}
 	for l := range kv.keys {
 		kv.keys[l], kv.vals[l] = nil, nil
+		if kv.half {
+			kv.hkeys[l], kv.hvals[l] = nil, nil
+		}
 	}
 }
 
 // bytes is what the cache holds now.
-func (kv *kvCache) bytes() int64 { return int64(len(kv.keys[0])) * kv.blockBytes() }
+func (kv *kvCache) bytes() int64 { return int64(kv.blocks()) * kv.blockBytes() }
+
+// store writes position p's key and value rows of layer l (index into the
+// held layers), rounding them to f16 in a half cache.
+func (kv *kvCache) store(l, p int, key, val []float32) {
+	if !kv.half {
+		copy(row(kv.keys[l], kv.block, kv.width, p), key)
+		copy(row(kv.vals[l], kv.block, kv.width, p), val)
+		return
+	}
+	hk := kv.hkeys[l][p/kv.block][(p%kv.block)*kv.width:]
+	hv := kv.hvals[l][p/kv.block][(p%kv.block)*kv.width:]
+	for i := range key {
+		hk[i], hv[i] = half.FromF32(key[i]), half.FromF32(val[i])
+	}
+}
+
+// widen copies rows [0, rows) of the f16 block b of layer l, columns
+// [off, off+n), into dst (rows x n, contiguous), exactly.
+func widen(dst []float32, blocks [][]uint16, b, width, off, n, rows int) {
+	src := blocks[b]
+	for r := range rows {
+		s := src[r*width+off : r*width+off+n]
+		d := dst[r*n : (r+1)*n]
+		for i, h := range s {
+			d[i] = half.ToF32(h)
+		}
+	}
+}
 
 // row is the key (or value) row of layer l at position p.
 func row(blocks [][]float32, block, width, p int) []float32 {
@@ -141,7 +210,7 @@ func row(blocks [][]float32, block, width, p int) []float32 {
 // an ensure whose batch was then refused.
 func (kv *kvCache) shrink(end int) {
 	need := (end + kv.block - 1) / kv.block
-	have := len(kv.keys[0])
+	have := kv.blocks()
 	if need >= have {
 		return
 	}
@@ -149,6 +218,10 @@ func (kv *kvCache) shrink(end int) {
 		kv.pool.release(int64(have-need) * kv.blockBytes())
 	}
 	for l := range kv.keys {
+		if kv.half {
+			kv.hkeys[l], kv.hvals[l] = kv.hkeys[l][:need], kv.hvals[l][:need]
+			continue
+		}
 		kv.keys[l], kv.vals[l] = kv.keys[l][:need], kv.vals[l][:need]
 	}
 }

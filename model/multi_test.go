@@ -15,12 +15,16 @@ import (
 
 // solo runs each session's tokens alone, in the given chunks, and returns
 // the hidden states after the layers, per session.
-func solo(t *testing.T, m *model.Model, embeds [][]float32, chunks [][]int) [][]float32 {
+func solo(t *testing.T, m *model.Model, embeds [][]float32, chunks [][]int, f16 bool) [][]float32 {
 	t.Helper()
 	d := m.Config().Dim
 	out := make([][]float32, len(embeds))
 	for i, e := range embeds {
-		st, _ := m.NewState(0, m.Config().NLayers)
+		pool, _ := model.NewKVPool(0, 16)
+		if f16 {
+			pool, _ = model.NewKVPoolF16(0, 16)
+		}
+		st, _ := m.NewStateIn(0, m.Config().NLayers, pool)
 		x := append([]float32(nil), e...)
 		pos := 0
 		for _, n := range chunks[i] {
@@ -54,15 +58,17 @@ func TestMultiSessionBatchIsBitIdentical(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, block := range []int{1, 5, 16} {
-			t.Run(fmt.Sprintf("%v/block%d", typ, block), func(t *testing.T) {
-				multiMatchesSolo(t, m, block)
-			})
+			for _, f16 := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%v/block%d/f16-%v", typ, block, f16), func(t *testing.T) {
+					multiMatchesSolo(t, m, block, f16)
+				})
+			}
 		}
 	}
 	t.Logf("SIMD level: %s", kernels.SIMD())
 }
 
-func multiMatchesSolo(t *testing.T, m *model.Model, block int) {
+func multiMatchesSolo(t *testing.T, m *model.Model, block int, f16 bool) {
 	c := m.Config()
 	d := c.Dim
 	rng := rand.New(rand.NewPCG(uint64(block), 7))
@@ -86,9 +92,13 @@ func multiMatchesSolo(t *testing.T, m *model.Model, block int) {
 			left -= n
 		}
 	}
-	want := solo(t, m, embeds, chunks)
+	want := solo(t, m, embeds, chunks, f16)
 
-	pool, err := model.NewKVPool(0, block)
+	newPool := model.NewKVPool
+	if f16 {
+		newPool = model.NewKVPoolF16
+	}
+	pool, err := newPool(0, block)
 	if err != nil {
 		t.Fatal(err)
 	}
