@@ -101,6 +101,11 @@ func (s *State) Release() {
 	s.kv.release()
 }
 
+// Reserve takes the KV blocks that positions [0, end) need from the pool
+// now, so that a batch holding this state cannot fail for the budget. It
+// fails with ErrKVBudget, taking nothing, when the pool has no room.
+func (s *State) Reserve(end int) error { return s.kv.ensure(end) }
+
 // Next is the first position not yet cached: the position of the next token.
 func (s *State) Next() int { return s.next }
 
@@ -418,6 +423,25 @@ func (m *Model) attendHeadF16(s *State, l, h int, q, out []float32, pos int, att
 		widen(wide, vals, b, kvDim, kvOff, hd, rows)
 		kernels.AxpyRows(oh, att[p:p+rows], wide, hd)
 	}
+}
+
+// HeadBatch is Head for n tokens at once (x is n x Dim, normalised in
+// place; logits n x VocabSize): the classifier, often the largest matrix,
+// is streamed once for all of them. Each token's logits are bit-identical
+// to Head's.
+func (m *Model) HeadBatch(x, logits []float32, n int) error {
+	c := &m.W.Config
+	if !m.W.HasHead() {
+		return fmt.Errorf("this model part holds layers [%d, %d) of %d and no classifier", m.W.First, m.W.Last, c.NLayers)
+	}
+	if n < 1 || len(x) != n*c.Dim || len(logits) != n*c.VocabSize {
+		return fmt.Errorf("head of %d tokens: %d hidden values and %d logits, want %d and %d", n, len(x), len(logits), n*c.Dim, n*c.VocabSize)
+	}
+	for t := range n {
+		kernels.RMSNorm(x[t*c.Dim:(t+1)*c.Dim], x[t*c.Dim:(t+1)*c.Dim], m.finalNorm, c.NormEps)
+	}
+	kernels.MatMul(logits, &m.W.Output, x, n)
+	return nil
 }
 
 // Head applies the final norm to x (in place) and writes the logits.

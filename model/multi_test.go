@@ -194,3 +194,52 @@ func TestKVPoolBudget(t *testing.T) {
 	}
 	t.Logf("refused: %v", err)
 }
+
+// HeadBatch gives each token the logits Head gives it alone, for f32,
+// q8_0 and q4_0 classifiers (the integer-dot path quantizes each token's
+// activations on its own, so its neighbours in the batch change nothing).
+func TestHeadBatchIsBitIdentical(t *testing.T) {
+	cfg := synth.DemoConfig()
+	w, _ := synth.Weights(cfg, 8)
+	for _, typ := range []tensor.DType{tensor.F32, tensor.Q8_0, tensor.Q4_0} {
+		wq := *w
+		if typ != tensor.F32 {
+			o := w.Output
+			rb, _ := typ.RowBytes(o.Cols)
+			enc := tensor.Tensor{Name: o.Name, Type: typ, Rows: o.Rows, Cols: o.Cols, Data: make([]byte, rb*o.Rows)}
+			vals := tensor.AsF32(o.Data)
+			for r := range o.Rows {
+				if err := kernels.QuantizeRow(enc.Data[r*rb:(r+1)*rb], typ, vals[r*o.Cols:(r+1)*o.Cols]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			wq.Output = enc
+		}
+		m, err := model.New(&wq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, v := cfg.Dim, cfg.VocabSize
+		const n = 7
+		x := make([]float32, n*d)
+		for i := range n {
+			m.Embed(i*13+2, x[i*d:(i+1)*d])
+		}
+		want := make([]float32, n*v)
+		for i := range n {
+			xi := append([]float32(nil), x[i*d:(i+1)*d]...)
+			if err := m.Head(xi, want[i*v:(i+1)*v]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got := make([]float32, n*v)
+		if err := m.HeadBatch(x, got, n); err != nil {
+			t.Fatal(err)
+		}
+		for i := range want {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("%v: token %d, logit %d: batched %v, alone %v", typ, i/v, i%v, got[i], want[i])
+			}
+		}
+	}
+}
