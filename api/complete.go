@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"time"
@@ -213,6 +214,10 @@ func (s *Server) runError(ctx context.Context, j *job, err error) *apiError {
 		return unavailable(err.Error())
 	case errors.Is(err, scheduler.ErrInvalid):
 		return badRequest("", "%v", err)
+	case errors.Is(err, scheduler.ErrBusy):
+		s.log.Warn("request refused: no capacity", "id", j.id, "err", err)
+		return &apiError{Status: http.StatusTooManyRequests, Type: typeRateLimit, Code: ptr("kv_budget_exceeded"),
+			Message: fmt.Sprintf("server busy: %v; retry later", err)}
 	}
 	s.log.Error("request failed", "id", j.id, "err", err)
 	return internal(err.Error())

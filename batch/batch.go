@@ -158,15 +158,19 @@ func (b *Batcher) run() {
 	defer close(b.done)
 	var sc model.Scratch
 	var hx, hl []float32
+	var returning int          // sessions of the last step, likely to come back
+	var lastStep time.Duration // how long it took
 	for range b.wake {
 		for {
+			b.gather(returning, lastStep)
 			active := b.take()
 			if len(active) == 0 {
 				break
 			}
 			t0 := time.Now()
-			b.step(&sc, active, &hx, &hl)
-			b.busyNs.Add(int64(time.Since(t0)))
+			returning = b.step(&sc, active, &hx, &hl)
+			lastStep = time.Since(t0)
+			b.busyNs.Add(int64(lastStep))
 		}
 	}
 	b.mu.Lock()
@@ -176,6 +180,28 @@ func (b *Batcher) run() {
 	}
 	b.pending = nil
 	b.mu.Unlock()
+}
+
+// gather waits briefly for the sessions that the last step finished to
+// send their next request, so that a step is not run for the first of them
+// alone and the next for the rest: until as many requests are pending, for
+// at most a tenth of the last step's time (and 2 ms). A session's next
+// request comes within microseconds of its result, so the wait costs
+// little, and a session that does not come back costs at most that.
+func (b *Batcher) gather(returning int, last time.Duration) {
+	if returning < 2 {
+		return
+	}
+	deadline := time.Now().Add(min(last/10, 2*time.Millisecond))
+	for {
+		b.mu.Lock()
+		n := len(b.pending)
+		b.mu.Unlock()
+		if n >= returning || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(20 * time.Microsecond)
+	}
 }
 
 // take returns the jobs of this step, oldest first, within MaxTokens;
@@ -208,8 +234,8 @@ func (b *Batcher) finish(j *job, err error) {
 }
 
 // step runs one chunk of every active job, and the classifier for those
-// that end in this step.
-func (b *Batcher) step(sc *model.Scratch, active []*job, hx, hl *[]float32) {
+// that end in this step; it returns how many jobs it finished.
+func (b *Batcher) step(sc *model.Scratch, active []*job, hx, hl *[]float32) int {
 	m := b.cfg.Model
 	d := m.Config().Dim
 	items := make([]model.Item, 0, len(active))
@@ -226,7 +252,7 @@ func (b *Batcher) step(sc *model.Scratch, active []*job, hx, hl *[]float32) {
 		run = append(run, j)
 	}
 	if len(items) == 0 {
-		return
+		return 0
 	}
 	err := m.LayersMulti(sc, items)
 	b.steps.Add(1)
@@ -243,6 +269,7 @@ func (b *Batcher) step(sc *model.Scratch, active []*job, hx, hl *[]float32) {
 		}
 	}
 	b.heads(ending, hx, hl)
+	return len(ending)
 }
 
 // heads computes the logits of the jobs that end in this step, as one

@@ -80,6 +80,10 @@ func (s *Session) embed(tokens []int) ([]float32, error) {
 	return x, nil
 }
 
+// Reserve takes the KV blocks of positions [0, positions) now (see
+// model.State.Reserve).
+func (s *Session) Reserve(positions int) error { return s.st.Reserve(positions) }
+
 // KVBytes is the KV cache the session holds.
 func (s *Session) KVBytes() int64 { return s.st.KVBytes() }
 

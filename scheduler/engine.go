@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/seamlm/seam/batch"
 	"github.com/seamlm/seam/generate"
 	"github.com/seamlm/seam/model"
 	"github.com/seamlm/seam/pipeline"
@@ -82,15 +83,18 @@ func unavailable(ctx context.Context, err error) error {
 	return fmt.Errorf("%w: %w", ErrUnavailable, err)
 }
 
-// Local is an Engine holding the whole model in this process: each session
-// is a generate.Local with its own KV cache.
+// Local is an Engine holding the whole model in this process. Its sessions
+// share a batcher (package batch): every active session's tokens run as one
+// step, each weight matrix streamed once per step, each session's results
+// bit-identical to running it alone. Their KV caches take blocks from one
+// pool as they fill, under an optional byte budget.
 type Local struct {
 	m       *model.Model
+	b       *batch.Batcher
+	pool    *model.KVPool
 	started time.Time
 
-	sessions  atomic.Int64
-	computeNs atomic.Int64
-	positions atomic.Uint64
+	sessions atomic.Int64
 
 	mu      sync.Mutex
 	lastPos uint64
@@ -98,22 +102,55 @@ type Local struct {
 	perTok  time.Duration
 }
 
-// NewLocal returns an engine over m, which must hold every layer.
-func NewLocal(m *model.Model) (*Local, error) {
+// LocalOptions configure NewLocalWith.
+type LocalOptions struct {
+	Chunk     int   // prompt tokens per session per step (batch.DefaultChunk)
+	KVBudget  int64 // bytes of KV cache over all sessions (0: unbounded)
+	F16KV     bool  // keys and values stored as f16
+	MaxTokens int   // tokens per step (batch.DefaultMaxTokens)
+}
+
+// NewLocal returns an engine over m, which must hold every layer, with the
+// default options.
+func NewLocal(m *model.Model) (*Local, error) { return NewLocalWith(m, LocalOptions{}) }
+
+// NewLocalWith returns an engine over m with o.
+func NewLocalWith(m *model.Model, o LocalOptions) (*Local, error) {
 	if !m.W.HasEmbedding() || !m.W.HasHead() {
 		return nil, fmt.Errorf("a local engine needs the whole model; this part holds layers [%d, %d)", m.W.First, m.W.Last)
 	}
-	return &Local{m: m, started: time.Now()}, nil
+	newPool := model.NewKVPool
+	if o.F16KV {
+		newPool = model.NewKVPoolF16
+	}
+	pool, err := newPool(o.KVBudget, 0)
+	if err != nil {
+		return nil, err
+	}
+	b, err := batch.New(batch.Config{Model: m, Chunk: o.Chunk, MaxTokens: o.MaxTokens})
+	if err != nil {
+		return nil, err
+	}
+	return &Local{m: m, b: b, pool: pool, started: time.Now()}, nil
 }
+
+// Close stops the batcher; sessions in flight fail.
+func (l *Local) Close() error { return l.b.Close() }
+
+// Batcher is the engine's batcher (for its statistics).
+func (l *Local) Batcher() *batch.Batcher { return l.b }
+
+// KVPool is the pool of the sessions' KV caches.
+func (l *Local) KVPool() *model.KVPool { return l.pool }
 
 // NewSession implements Engine.
 func (l *Local) NewSession(ctx context.Context) (generate.Session, error) {
-	s, err := generate.NewLocal(l.m)
+	s, err := l.b.NewSession(l.pool)
 	if err != nil {
 		return nil, err
 	}
 	l.sessions.Add(1)
-	return &localSession{Local: s, e: l}, nil
+	return &localSession{Session: s, e: l}, nil
 }
 
 // Ready implements Engine: the model is in this process.
@@ -126,7 +163,8 @@ func (l *Local) Refresh(context.Context) {}
 // no wire.
 func (l *Local) Topology() Topology {
 	c := l.m.Config()
-	pos, ns := l.positions.Load(), l.computeNs.Load()
+	st := l.b.Stats()
+	pos, ns := st.Tokens, int64(st.Busy)
 	l.mu.Lock()
 	if pos > l.lastPos {
 		l.perTok = time.Duration((ns - l.lastNs) / int64(pos-l.lastPos))
@@ -138,27 +176,19 @@ func (l *Local) Topology() Topology {
 	return Topology{Stages: []StageStatus{{
 		Addr: "in-process", Name: "local", First: 0, Last: c.NLayers, Up: true,
 		ComputeSeconds: float64(ns) / 1e9, Positions: pos, ComputePerToken: perTok,
-		Sessions: int(n), KVBytes: uint64(n) * uint64(pipeline.KVBytes(c, 0, c.NLayers)),
+		Sessions: int(n), KVBytes: uint64(l.pool.Used()),
 	}}}
 }
 
 type localSession struct {
-	*generate.Local
+	*batch.Session
 	e      *Local
 	closed atomic.Bool
-}
-
-func (s *localSession) Forward(ctx context.Context, tokens []int, pos int, all bool) ([][]float32, error) {
-	t0 := time.Now()
-	out, err := s.Local.Forward(ctx, tokens, pos, all)
-	s.e.computeNs.Add(int64(time.Since(t0)))
-	s.e.positions.Add(uint64(len(tokens)))
-	return out, err
 }
 
 func (s *localSession) Close() error {
 	if !s.closed.Swap(true) {
 		s.e.sessions.Add(-1)
 	}
-	return s.Local.Close()
+	return s.Session.Close()
 }

@@ -29,6 +29,15 @@ const MaxTopLogprobs = 20
 // ErrInvalid marks a request the scheduler refuses before running it.
 var ErrInvalid = errors.New("invalid request")
 
+// ErrBusy marks a request refused before it ran for want of capacity now
+// (the KV cache budget cannot hold its positions): retrying later may work.
+var ErrBusy = errors.New("no capacity")
+
+// reserver is a session that can take the KV cache a request needs before
+// it starts (batch.Session), so that a budget refuses the request whole
+// rather than cutting its answer short.
+type reserver interface{ Reserve(positions int) error }
+
 // Tokenizer is what the scheduler needs of a vocabulary: decoding and which
 // ids end a generation. tokenizer.Tokenizer satisfies it.
 type Tokenizer interface {
@@ -141,6 +150,11 @@ func (s *Scheduler) Run(ctx context.Context, req Request, emit func(Chunk) error
 		return res, err
 	}
 	defer sess.Close()
+	if r, ok := sess.(reserver); ok {
+		if err := r.Reserve(len(req.Prompt) + req.MaxTokens); err != nil {
+			return res, fmt.Errorf("%w: %d prompt tokens + %d to generate: %w", ErrBusy, len(req.Prompt), req.MaxTokens, err)
+		}
+	}
 	g := &generation{s: s, req: req, sess: sess, smp: smp, res: &res, emit: emit,
 		text: textStream{stops: req.Stop}}
 	return res, g.run(ctx)

@@ -17,6 +17,7 @@ type apiFlags struct {
 	maxBody                          int64
 	poll                             time.Duration
 	split                            splitFlags
+	kv                               kvFlags
 }
 
 func newAPICmd() *cobra.Command {
@@ -58,6 +59,7 @@ them; nothing that changes the answer is silently ignored. See docs/api.md.`,
 	fl.Int64Var(&f.maxBody, "max-body", api.DefaultMaxBody, "largest request body in bytes; larger gets 413")
 	fl.DurationVar(&f.poll, "poll", 500*time.Millisecond, "how often the head pings every stage (status, metrics, re-dial)")
 	f.split.register(cmd)
+	f.kv.register(cmd)
 	cmd.MarkFlagRequired("model")
 	return cmd
 }
@@ -69,10 +71,13 @@ func runAPI(cmd *cobra.Command, f *apiFlags) error {
 	if err := f.split.validate(cmd); err != nil {
 		return err
 	}
+	if n := f.kv.changed(cmd); n != "" && f.split.active() {
+		return fmt.Errorf("--%s sizes the model run in this process; with stages give it to each 'seam serve'", n)
+	}
 	// main's context ends at SIGINT or SIGTERM (internal/signals), as for
 	// every command; a second signal exits at once.
 	ctx := cmd.Context()
-	e, err := openEngine(ctx, f.modelPath, f.tokPath, &f.split, f.poll)
+	e, err := openEngine(ctx, f.modelPath, f.tokPath, &f.split, &f.kv, f.poll)
 	if err != nil {
 		return err
 	}

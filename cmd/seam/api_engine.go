@@ -27,18 +27,22 @@ type apiEngine struct {
 // openEngine builds the engine for seam api: the whole model in this
 // process, n in-process stages (--split), remote stages (--stages) or a
 // planned pool (--pool), supervised so that a lost chain is re-dialled.
-func openEngine(ctx context.Context, modelPath, tokPath string, f *splitFlags, poll time.Duration) (*apiEngine, error) {
+func openEngine(ctx context.Context, modelPath, tokPath string, f *splitFlags, kv *kvFlags, poll time.Duration) (*apiEngine, error) {
 	if !f.active() {
+		budget, err := kv.bytes()
+		if err != nil {
+			return nil, err
+		}
 		m, mod, err := openFull(modelPath, tokPath)
 		if err != nil {
 			return nil, err
 		}
-		e, err := scheduler.NewLocal(mod)
+		e, err := scheduler.NewLocalWith(mod, scheduler.LocalOptions{Chunk: kv.chunk, KVBudget: budget, F16KV: kv.f16})
 		if err != nil {
 			m.Close()
 			return nil, err
 		}
-		return &apiEngine{engine: e, config: m.Weights.Config, tok: m.Tokenizer, stop: func() { m.Close() }}, nil
+		return &apiEngine{engine: e, config: m.Weights.Config, tok: m.Tokenizer, stop: func() { e.Close(); m.Close() }}, nil
 	}
 	c, err := f.chain(ctx, modelPath, tokPath)
 	if err != nil {

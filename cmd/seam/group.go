@@ -9,7 +9,7 @@ import (
 
 func newBenchCmd() *cobra.Command {
 	bench := &cobra.Command{Use: "bench", Short: "Measure Seam's speed: imports, stage links, decode", RunE: groupRun}
-	bench.AddCommand(newBenchSplitCmd(), newBenchAPICmd())
+	bench.AddCommand(newBenchSplitCmd(), newBenchAPICmd(), newBenchServeCmd())
 	bench.AddCommand(benchCommands()...)
 	bench.AddCommand(benchKernelCommands()...)
 	return bench

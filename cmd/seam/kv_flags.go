@@ -1,0 +1,52 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/seamlm/seam/batch"
+	"github.com/seamlm/seam/cluster"
+	"github.com/spf13/cobra"
+)
+
+// kvFlags size the KV cache and the batching of the sessions a process
+// computes: seam api's whole model (and seam serve's range).
+type kvFlags struct {
+	budget string
+	f16    bool
+	chunk  int
+}
+
+func (f *kvFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.budget, "kv-budget", "auto", "bytes of KV cache all sessions may hold, e.g. 4GiB; a request whose prompt and max tokens do not fit is refused (429). auto: half the memory available at start")
+	cmd.Flags().BoolVar(&f.f16, "kv-f16", false, "store keys and values as f16: half the KV memory, at a small quality cost (docs/benchmarks.md)")
+	cmd.Flags().IntVar(&f.chunk, "prefill-chunk", batch.DefaultChunk, "prompt tokens one session runs per batched step: smaller keeps other sessions' inter-token latency low while a long prompt is read, larger reads the prompt faster")
+}
+
+// changed names a flag of f that was given, or "".
+func (f *kvFlags) changed(cmd *cobra.Command) string {
+	for _, n := range []string{"kv-budget", "kv-f16", "prefill-chunk"} {
+		if cmd.Flags().Changed(n) {
+			return n
+		}
+	}
+	return ""
+}
+
+// bytes resolves --kv-budget.
+func (f *kvFlags) bytes() (int64, error) {
+	if f.budget != "auto" {
+		b, err := cluster.ParseSize(f.budget)
+		if err != nil {
+			return 0, fmt.Errorf("--kv-budget: %w", err)
+		}
+		return b, nil
+	}
+	avail, err := cluster.AvailableMemory()
+	if err != nil {
+		return 0, fmt.Errorf("--kv-budget auto: %w (give a size)", err)
+	}
+	b := avail / 2
+	slog.Info("KV cache budget: half the memory available", "session", 0, "stage", "head", "budget_bytes", b, "available_bytes", avail)
+	return b, nil
+}
