@@ -87,11 +87,12 @@ var (
 	descWireBytes    = prometheus.NewDesc("seam_wire_bytes_total", "Bytes sent across each boundary of the chain, frame headers included.", boundaryLabels, nil)
 	descWirePerToken = prometheus.NewDesc("seam_wire_bytes_per_token", "Bytes sent across the boundary per position over the last poll with work.", boundaryLabels, nil)
 	descWireRate     = prometheus.NewDesc("seam_wire_bytes_per_second", "Bytes per second across the boundary over the last poll.", boundaryLabels, nil)
+	descRefusals     = prometheus.NewDesc("seam_stage_refusals_total", "What the stage refused or cut off, by limit (stages of protocol generation 4 on).", append(stageLabels, "limit"), nil)
 	descFailovers    = prometheus.NewDesc("seam_pipeline_failovers_total", "Sessions moved to a replica stage and replayed after a stage failed.", nil, nil)
 )
 
 func (topologyCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descUp, descRTT, descCompute, descPositions, descPerToken, descSessions, descKV, descWireBytes, descWirePerToken, descWireRate, descFailovers} {
+	for _, d := range []*prometheus.Desc{descUp, descRTT, descCompute, descPositions, descPerToken, descSessions, descKV, descWireBytes, descWirePerToken, descWireRate, descFailovers, descRefusals} {
 		ch <- d
 	}
 }
@@ -116,6 +117,16 @@ func (c topologyCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descPerToken, gauge, s.ComputePerToken.Seconds(), l...)
 		ch <- prometheus.MustNewConstMetric(descSessions, gauge, float64(s.Sessions), l...)
 		ch <- prometheus.MustNewConstMetric(descKV, gauge, float64(s.KVBytes), l...)
+		r := s.Refusals
+		for _, c := range []struct {
+			limit string
+			n     uint64
+		}{{"max_conns", r.Conns}, {"pre_handshake", r.PreHandshake}, {"handshake", r.Handshakes}, {"trickled", r.Trickled},
+			{"max_sessions", r.Sessions}, {"max_sessions_per_conn", r.SessionsPerConn}, {"max_sessions_per_identity", r.SessionsPerIdentity},
+			{"max_prefill", r.Prefill}, {"max_inflight_tokens", r.InFlight}, {"max_queue", r.QueueFull}, {"idle", r.Idle},
+			{"routes", r.Routes}, {"cancelled", r.Cancelled}} {
+			ch <- prometheus.MustNewConstMetric(descRefusals, counter, float64(c.n), append(l, c.limit)...)
+		}
 	}
 	for _, b := range t.Boundaries {
 		l := []string{fmt.Sprintf("%s -> %s", b.From, b.To), b.Encoding}

@@ -191,5 +191,19 @@ func metricsProblems(t *testing.T, url string, wantWire map[string]float64, p, n
 				st, up[st], rtt[st], compute[st], pos[st], positions, sessions[st], kv[st]))
 		}
 	}
+	// Every stage reports its 13 refusal counters (generation 4), none
+	// counted by a well-behaved head.
+	refusals := 0
+	for _, s := range ss {
+		if s.name == "seam_stage_refusals_total" {
+			refusals++
+			if s.value != 0 || s.labels["limit"] == "" {
+				out = append(out, fmt.Sprintf("refusals of stage %s, limit %q: %v, want 0", s.labels["stage"], s.labels["limit"], s.value))
+			}
+		}
+	}
+	if refusals != 3*13 {
+		out = append(out, fmt.Sprintf("%d seam_stage_refusals_total series, want 13 for each of 3 stages", refusals))
+	}
 	return out
 }

@@ -191,8 +191,9 @@ func (s *Session) moveTo(ctx context.Context, c *Chain) error {
 	s.chain, s.id = c, ns.id
 	var waits []chan event
 	var reqs []uint64
-	for at := 0; at < len(s.hist); at += replayChunk {
-		ids := s.hist[at:min(at+replayChunk, len(s.hist))]
+	chunk := min(replayChunk, c.maxPrefill)
+	for at := 0; at < len(s.hist); at += chunk {
+		ids := s.hist[at:min(at+chunk, len(s.hist))]
 		kind := wire.KindDecode
 		if len(ids) > 1 {
 			kind = wire.KindPrefill

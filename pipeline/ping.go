@@ -128,3 +128,22 @@ wait:
 	}
 	return errors.New(strings.Join(named, "; "))
 }
+
+// learnLimits asks every stage that speaks generation 4 or later for its
+// prefill limit, so that the head sends a longer prompt in several frames
+// rather than have it refused.
+func (c *Chain) learnLimits(ctx context.Context) error {
+	for i, sc := range c.stages {
+		if sc.gen < wire.RefusalsGeneration {
+			continue
+		}
+		st, _, err := c.Ping(ctx, i, c.opts.Timeout)
+		if err != nil {
+			return fmt.Errorf("asking for its limits: %w", err)
+		}
+		if st.MaxPrefill > 0 {
+			c.maxPrefill = min(c.maxPrefill, int(st.MaxPrefill))
+		}
+	}
+	return nil
+}

@@ -69,6 +69,10 @@ type Chain struct {
 	sessions map[uint64]bool
 	idBytes  atomic.Uint64 // bytes of token-id frames sent to the first stage
 	done     chan struct{} // closed at the first failure: stops the hang watch
+	// maxPrefill is the most tokens one frame may carry through every
+	// stage: the smallest --max-prefill the stages reported (generation 4
+	// on), else the wire's bound.
+	maxPrefill int
 }
 
 // waiter is a request waiting for its reply, and since when.
@@ -81,7 +85,8 @@ func newChain(opts Options, log *slog.Logger) *Chain {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Chain{opts: opts, waiters: map[uint64]waiter{}, sessions: map[uint64]bool{}, log: log, done: make(chan struct{})}
+	return &Chain{opts: opts, waiters: map[uint64]waiter{}, sessions: map[uint64]bool{}, log: log, done: make(chan struct{}),
+		maxPrefill: wire.DefaultLimits().MaxTokens}
 }
 
 type stageConn struct {
@@ -145,6 +150,10 @@ func Dial(ctx context.Context, addrs []string, opts Options) (*Chain, error) {
 	}
 	if c.opts.Hang > 0 {
 		go c.watch()
+	}
+	if err := c.learnLimits(ctx); err != nil {
+		c.Close()
+		return nil, err
 	}
 	if err := c.route(ctx); err != nil {
 		c.Close()
@@ -563,8 +572,39 @@ func (s *Session) request(ctx context.Context, tokens []int, pos int, flags wire
 	return ev, err
 }
 
-// send sends one request to the first stage and waits for its reply.
+// send sends tokens to the first stage in frames of at most the chain's
+// prefill limit (bit-identical to one frame: a stage's layers compute each
+// position alike however positions are grouped) and returns the reply to
+// the last, with the logits of every frame when all are wanted.
 func (s *Session) send(ctx context.Context, ids []uint32, pos int, flags wire.Flags) (event, error) {
+	limit := s.chain.maxPrefill
+	if len(ids) <= limit {
+		return s.sendFrame(ctx, ids, pos, flags)
+	}
+	var all [][]float32
+	for at := 0; at < len(ids); at += limit {
+		part := ids[at:min(at+limit, len(ids))]
+		f := flags
+		if at+len(part) < len(ids) && flags&wire.FlagAllLogits == 0 {
+			f = wire.FlagGreedy // only the last frame's answer is wanted: take 4 bytes
+		}
+		ev, err := s.sendFrame(ctx, part, pos+at, f)
+		if err != nil {
+			return ev, err
+		}
+		if at+len(part) == len(ids) {
+			if flags&wire.FlagAllLogits != 0 {
+				ev.logits = append(all, ev.logits...)
+			}
+			return ev, nil
+		}
+		all = append(all, ev.logits...)
+	}
+	panic("unreachable")
+}
+
+// sendFrame sends one frame to the first stage and waits for its reply.
+func (s *Session) sendFrame(ctx context.Context, ids []uint32, pos int, flags wire.Flags) (event, error) {
 	c := s.chain
 	kind := wire.KindDecode
 	if len(ids) > 1 || flags&wire.FlagAllLogits != 0 {

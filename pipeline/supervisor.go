@@ -288,6 +288,7 @@ func (s *Supervisor) record(i int, now time.Time, st wire.StageStats, rtt time.D
 	p.ComputeSeconds, p.Positions = float64(st.ComputeNanos)/1e9, st.Positions
 	p.DownBytes, p.ResultBytes, p.KVBytes = st.DownBytes, st.ResultBytes, st.KVBytes
 	p.Sessions, p.MaxSessions = int(st.Sessions), int(st.MaxSessions)
+	p.Refusals, p.MaxPrefill = st.Refusals, int(st.MaxPrefill)
 }
 
 // headRates updates the head -> stage 1 boundary's rates from the token-id
@@ -439,6 +440,11 @@ type StageStatus struct {
 	Sessions        int
 	MaxSessions     int
 	KVBytes         uint64
+	// Refusals are the stage's counts of what it refused, by limit, and
+	// MaxPrefill its prefill limit: from stages of generation 4 on, zero
+	// before.
+	Refusals   wire.Refusals
+	MaxPrefill int
 
 	at   time.Time       // the last regular poll: the base of the rates
 	base wire.StageStats // what the stage said then

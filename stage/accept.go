@@ -87,11 +87,11 @@ func withPreHandshakeLimits(fr *wire.Framer) func() {
 }
 
 // refusePreHandshake answers a first frame that broke the rules (too
-// large, malformed, of another generation) with an Error frame saying so,
-// before the connection is closed. I/O errors get none: there is no one
-// to tell. The message names only the rule, nothing about this stage.
+// large, malformed, of another generation, ...) with an Error frame saying
+// so, before the connection is closed. I/O errors get none: there is no
+// one to tell. The message names only the rule, nothing about this stage.
 func refusePreHandshake(p *peer, err error) {
-	if errors.Is(err, wire.ErrLimit) || errors.Is(err, wire.ErrMalformed) || errors.Is(err, wire.ErrGeneration) {
+	if framingError(err) {
 		p.sendError(wire.Meta{}, fmt.Errorf("before the handshake: %w", err))
 	}
 }

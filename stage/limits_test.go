@@ -167,6 +167,9 @@ func TestConnectionCap(t *testing.T) {
 	if refused == 0 {
 		t.Fatal("the stage counted a refusal, but no extra connection was closed by it")
 	}
+	if r := srv.Refusals(); r.Conns != srv.RefusedConns() {
+		t.Errorf("Refusals().Conns = %d, RefusedConns() = %d", r.Conns, srv.RefusedConns())
+	}
 	// A head cannot get in while the idle connections hold every slot ...
 	if _, err := pipeline.Dial(context.Background(), []string{addr}, pipeline.Options{Identity: testID, Config: w.Config, Timeout: 2 * time.Second, Logger: quiet}); err == nil {
 		t.Fatal("a head got a connection past MaxConns")
@@ -197,7 +200,7 @@ func TestPreHandshakeFrameLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	startServer(t, w, ln, stage.Config{Timeout: 30 * time.Second})
+	srv := startServer(t, w, ln, stage.Config{Timeout: 30 * time.Second})
 	conn, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -238,6 +241,9 @@ func TestPreHandshakeFrameLimit(t *testing.T) {
 	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("refusal took %v: the stage waited for the payload", d)
 	}
+	if r := srv.Refusals(); r.PreHandshake != 1 {
+		t.Errorf("%d first frames counted as refused, want 1", r.PreHandshake)
+	}
 	dialHead(t, w, ln.Addr().String())
 }
 
@@ -251,7 +257,7 @@ func TestTricklingFrameIsCutOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	const timeout = 400 * time.Millisecond
-	startServer(t, w, ln, stage.Config{Timeout: timeout})
+	srv := startServer(t, w, ln, stage.Config{Timeout: timeout})
 	h := wire.Hello{Generation: wire.MaxGeneration, MinGeneration: wire.MinGeneration, MaxGeneration: wire.MaxGeneration,
 		Model: testID, Width: uint32(w.Config.Dim), Vocab: uint32(w.Config.VocabSize),
 		Encodings: wire.Default.IDs(), Encoding: wire.EncodingF32, Name: "trickle"}
@@ -284,6 +290,9 @@ func TestTricklingFrameIsCutOff(t *testing.T) {
 	}
 	if d := time.Since(start); d > 3*time.Second {
 		t.Errorf("cut off after %v, want about the %v timeout", d, timeout)
+	}
+	if r := srv.Refusals(); r.Trickled != 1 {
+		t.Errorf("%d frames counted as cut off, want 1", r.Trickled)
 	}
 	// The idle connection, silent all along, is still open: a Ping on it
 	// is answered.

@@ -1,6 +1,7 @@
 package stage
 
 import (
+	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -20,7 +21,22 @@ type peer struct {
 	timeout time.Duration
 	log     *slog.Logger
 	gen     uint16 // the agreed protocol generation, once handshaken
+	rx      *countingReader
 	wmu     sync.Mutex
+}
+
+// countingReader counts the bytes read from a connection, so that a read
+// that timed out tells a silent peer (idle) from one that began a frame
+// and trickled it. Only the connection's reader touches it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	c.n += int64(n)
+	return n, err
 }
 
 // newPeer wraps conn; with a non-zero link config, writes go through the
@@ -35,12 +51,14 @@ func newPeer(conn net.Conn, name string, lc link.Config, reg *wire.Registry, tim
 		}
 		w = lw
 	}
-	fr := wire.NewFramer(w, conn)
+	rx := &countingReader{r: conn}
+	fr := wire.NewFramer(w, rx)
 	fr.SetRegistry(reg)
 	// A frame that has begun must end within the timeout: a peer trickling
-	// bytes is cut off. Waiting for a frame to begin stays unbounded.
+	// bytes is cut off. Waiting for a frame to begin is bounded only by the
+	// idle deadline (inbox.go).
 	fr.SetFrameTimeout(conn.SetReadDeadline, timeout)
-	return &peer{conn: w, fr: fr, name: name, timeout: timeout}, nil
+	return &peer{conn: w, fr: fr, name: name, timeout: timeout, rx: rx}, nil
 }
 
 // write runs one framed write under the write lock and a write deadline, so

@@ -264,7 +264,8 @@ func (p *PoolMember) handshake(pe *peer) error {
 			remote.Name, remote.MinGeneration, remote.MaxGeneration, wire.PoolGeneration, wire.ErrGeneration)
 	}
 	if err != nil {
-		pe.sendError(wire.Meta{}, fmt.Errorf("pool member %q: %w", p.cfg.Base.Name, err))
+		err = fmt.Errorf("pool member %q: %w", p.cfg.Base.Name, err)
+		pe.sendError(wire.Meta{}, withholdDigests(err, p.anonymous(), helloDigests(p.cfg.Identity, p.cfg.Codecs)))
 		return err
 	}
 	ack := wire.Ack(local, agreed)
@@ -355,18 +356,49 @@ func (p *PoolMember) assign(a wire.Assignment) error {
 	return nil
 }
 
-// measure measures the link from this member to the member at addr, as a
-// head would: a handshake holding no layers, then Probe frames.
+// anonymous is Server.anonymous for the member: it runs --insecure.
+func (p *PoolMember) anonymous() bool { return p.cfg.Base.Auth != nil && p.cfg.Base.Auth.Insecure }
+
+// measure measures the link to the member at addr, where the member may
+// dial it (dialTarget: an anonymous member dials only loopback addresses,
+// or those --allow-downstream lists). A failure is logged with its
+// detail; an anonymous head is told one text, after the timeout, as for
+// a route (Server.routeFailed).
 func (p *PoolMember) measure(addr string) (wire.LinkReport, error) {
+	began := time.Now()
+	r, err := p.measureLink(addr)
+	if err == nil || !p.anonymous() {
+		return r, err
+	}
+	p.log.Warn("measuring a link failed", "session", 0, "stage", p.cfg.Base.Name, "to", addr, "err", err)
+	var re *wire.RemoteError
+	if errors.As(err, &re) {
+		return r, err
+	}
+	padUntil(context.Background(), began.Add(p.cfg.Base.Timeout))
+	return r, fmt.Errorf("could not measure the link to %s: the address is not allowed, or no Seam node answered there; "+
+		"a member running --insecure tells no more to an unauthenticated head (its log has the detail)", addr)
+}
+
+// measureLink measures the link from this member to the member at addr,
+// as a head would: a handshake holding no layers, then Probe frames.
+func (p *PoolMember) measureLink(addr string) (wire.LinkReport, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.Base.Timeout)
 	defer cancel()
+	var allow []string
+	if p.anonymous() {
+		allow = p.cfg.Base.AllowDownstream // a member that authenticates its peers measures any link it is asked to
+	}
+	target, err := dialTarget(ctx, addr, allow, p.anonymous(), p.cfg.Base.Timeout)
+	if err != nil {
+		return wire.LinkReport{}, err
+	}
 	var conn net.Conn
-	var err error
 	if p.cfg.Dial != nil {
-		conn, err = p.cfg.Dial(ctx, addr)
+		conn, err = p.cfg.Dial(ctx, target)
 	} else {
 		var d net.Dialer
-		conn, err = d.DialContext(ctx, "tcp", addr)
+		conn, err = d.DialContext(ctx, "tcp", target)
 	}
 	if err != nil {
 		return wire.LinkReport{}, fmt.Errorf("measuring the link to %s: %w", addr, err)

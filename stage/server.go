@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"net"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/seamlm/seam/auth"
@@ -52,11 +51,56 @@ type Config struct {
 	// (DefaultHeartbeat when zero, never when negative), so that the head
 	// can tell a long prefill from a hang (docs/wire.md, "Heartbeats").
 	Heartbeat time.Duration
+	// MaxSessionsPerConn bounds the sessions one head connection holds,
+	// and MaxSessionsPerIdentity those of one identity over all its
+	// connections: the key the peer authenticated with, or its IP address
+	// when the stage runs without authentication. Both are MaxSessions
+	// when zero, which leaves MaxSessions the only bound.
+	MaxSessionsPerConn     int
+	MaxSessionsPerIdentity int
+	// MaxPrefill bounds the tokens of one Prefill frame (DefaultMaxPrefill
+	// when zero; at most the wire's 8192).
+	MaxPrefill int
+	// MaxQueue bounds the frames a connection has sent that the stage has
+	// not finished (queued or computing); MaxInFlight bounds their tokens.
+	// A head waits for each session's reply before sending its next frame,
+	// so it has at most one frame in flight per session, and no more than
+	// one prefill's tokens: the defaults, 2 x MaxSessionsPerConn (room for
+	// a head that gave up on a request and sent the session's next frame
+	// before the stage finished the first) and MaxSessionsPerConn x
+	// MaxPrefill, never refuse one.
+	MaxQueue    int
+	MaxInFlight int
+	// IdleTimeout closes a head connection that holds no session and has
+	// sent nothing for this long (DefaultIdleTimeout when zero, never when
+	// negative). A head with a session may be quiet for as long as its
+	// user thinks; a chain's stage-to-stage links carry nothing between
+	// requests and live as long as the head's connection to the upstream
+	// stage, which that stage's own idle deadline covers.
+	IdleTimeout time.Duration
 }
 
 // DefaultHeartbeat is the default Config.Heartbeat: a few times shorter
 // than a head's default hang threshold (pipeline.DefaultHang).
 const DefaultHeartbeat = time.Second
+
+// DefaultMaxPrefill is the default Config.MaxPrefill, half the wire's
+// 8192-token cap. A frame of token ids costs 4 bytes a token on the wire
+// but width x 4 bytes a token of activations here: 4096 tokens at width
+// 4096 (the 7B class) are 64 MiB, the most an activation frame may carry
+// (wire.DefaultLimits), so a 16 KiB frame of ids makes such a stage hold no
+// more than the largest frame an upstream stage can send; 2048 would hold
+// width 8192 to the same, but would refuse the prompts of 2049 to 4096
+// tokens that heads send in one frame today. The compute is bounded
+// otherwise: the stage abandons a frame within about a chunk's time once
+// nobody wants it (compute.go).
+const DefaultMaxPrefill = 4096
+
+// DefaultIdleTimeout is the default Config.IdleTimeout: long enough for
+// any head that means to open a session (a supervising head pings every
+// stage twice a second), short enough that a forgotten or hostile
+// connection gives its slot back within minutes instead of never.
+const DefaultIdleTimeout = 10 * time.Minute
 
 // Server is a running stage.
 type Server struct {
@@ -64,16 +108,17 @@ type Server struct {
 	reg *wire.Registry
 	log *slog.Logger
 
-	mu        sync.Mutex
-	sessions  map[uint64]*session
-	conns     map[net.Conn]struct{}
-	peers     map[*peer]bool // handshaken connections: true for a head's
-	listeners []net.Listener
-	closed    bool
-	wg        sync.WaitGroup // connection handlers: each may be computing
-	stats     counters       // reported to heads that ping (stats.go)
-	refused   atomic.Uint64  // connections closed for MaxConns
-	damaged   error          // the first fault on the mapped weights (weights.go), under mu
+	mu         sync.Mutex
+	sessions   map[uint64]*session
+	identities map[string]int // sessions held by each identity (headConn.identity)
+	conns      map[net.Conn]struct{}
+	peers      map[*peer]bool // handshaken connections: true for a head's
+	listeners  []net.Listener
+	closed     bool
+	wg         sync.WaitGroup  // connection handlers: each may be computing
+	stats      counters        // reported to heads that ping (stats.go)
+	refusals   refusalCounters // one per limit (refusals.go)
+	damaged    error           // the first fault on the mapped weights (weights.go), under mu
 }
 
 // New returns a stage for cfg.
@@ -93,8 +138,11 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Heartbeat == 0 {
 		cfg.Heartbeat = DefaultHeartbeat
 	}
+	if err := cfg.limitDefaults(); err != nil {
+		return nil, err
+	}
 	s := &Server{cfg: cfg, reg: cfg.Registry, log: cfg.Logger, sessions: map[uint64]*session{}, conns: map[net.Conn]struct{}{},
-		peers: map[*peer]bool{}}
+		peers: map[*peer]bool{}, identities: map[string]int{}}
 	if s.reg == nil {
 		s.reg = wire.Default
 	}
@@ -122,7 +170,10 @@ func (s *Server) Serve(l net.Listener) error {
 	}
 	s.listeners = append(s.listeners, l)
 	s.mu.Unlock()
-	s.log.Info("listening", "session", 0, "addr", l.Addr().String(), "layers", s.Layers(), "max_conns", s.cfg.MaxConns)
+	c := s.cfg
+	s.log.Info("listening", "session", 0, "addr", l.Addr().String(), "layers", s.Layers(), "max_conns", c.MaxConns,
+		"max_sessions", c.MaxSessions, "max_sessions_per_conn", c.MaxSessionsPerConn, "max_sessions_per_identity", c.MaxSessionsPerIdentity,
+		"max_prefill", c.MaxPrefill, "max_queue", c.MaxQueue, "max_inflight_tokens", c.MaxInFlight, "idle_timeout", c.IdleTimeout.String())
 	err := acceptLoop(l, s.isClosed, s.log, s.ServeConn)
 	if err == nil {
 		s.wg.Wait()
@@ -146,17 +197,16 @@ func (s *Server) track(c net.Conn) bool {
 		c.Close()
 	}
 	if full && !closed {
-		// Logged at the first refusal and at each power of two after it, so
-		// a flood shows in the log without filling it.
-		if n := s.refused.Add(1); n&(n-1) == 0 {
+		if n := s.refusals.conns.Add(1); sparse(n) {
 			s.log.Warn("connection refused: too many connections", "session", 0, "peer", c.RemoteAddr().String(), "max_conns", s.cfg.MaxConns, "refused_so_far", n)
 		}
 	}
 	return !closed && !full
 }
 
-// RefusedConns counts the connections closed because MaxConns were held.
-func (s *Server) RefusedConns() uint64 { return s.refused.Load() }
+// RefusedConns counts the connections closed because MaxConns were held
+// (Refusals().Conns).
+func (s *Server) RefusedConns() uint64 { return s.refusals.conns.Load() }
 
 func (s *Server) untrack(c net.Conn) {
 	s.mu.Lock()
@@ -258,7 +308,7 @@ func (s *Server) hello() wire.Hello {
 // upstream stage's, by what the peer's Hello says it holds.
 func (s *Server) handle(conn net.Conn) {
 	s.log.Info("connection accepted", "session", 0, "peer", conn.RemoteAddr().String())
-	conn, ok := s.authenticate(conn)
+	conn, who, ok := s.authenticate(conn)
 	if !ok {
 		return
 	}
@@ -270,7 +320,9 @@ func (s *Server) handle(conn net.Conn) {
 	p.log = s.log
 	remote, err := s.accept(p)
 	if err != nil {
-		s.log.Warn("handshake refused", "session", 0, "peer", p.name, "err", err)
+		if n := s.refusals.failedHellos.Add(1); sparse(n) {
+			s.log.Warn("handshake refused", "session", 0, "peer", p.name, "err", err, "refused_so_far", n)
+		}
 		return
 	}
 	head := remote.Layers.Start == remote.Layers.End
@@ -286,38 +338,28 @@ func (s *Server) handle(conn net.Conn) {
 	defer s.removePeer(p)
 	s.log.Info("handshake accepted", "session", 0, "peer", p.name, "peer_name", remote.Name, "encoding", remote.Encoding.String())
 	if head {
-		s.serveHead(&headConn{peer: p})
+		s.serveHead(&headConn{peer: p, in: newInbox(s.cfg.MaxQueue), identity: identityOf(who, conn.RemoteAddr())})
 		return
 	}
 	s.serveUpstream(p)
 }
 
 // accept reads the peer's Hello and answers HelloAck, or Error naming every
-// mismatch, after which the connection is closed.
+// mismatch, after which the connection is closed. Every refusal is counted.
 func (s *Server) accept(p *peer) (wire.Hello, error) {
 	p.conn.SetReadDeadline(time.Now().Add(s.cfg.Timeout))
 	defer p.conn.SetReadDeadline(time.Time{})
 	defer withPreHandshakeLimits(p.fr)()
-	f, err := p.fr.ReadFrame()
+	remote, err := s.readHello(p)
 	if err != nil {
-		refusePreHandshake(p, err)
-		return wire.Hello{}, err
-	}
-	if f.Kind != wire.KindHello {
-		err := fmt.Errorf("first frame is %v, want a Hello: %w", f.Kind, wire.ErrMalformed)
-		p.sendError(wire.Meta{}, err)
-		return wire.Hello{}, err
-	}
-	remote, err := f.Hello()
-	if err != nil {
-		p.sendError(wire.Meta{}, err)
-		return wire.Hello{}, err
+		return remote, err
 	}
 	local := s.hello()
 	local.PeerLayers = remote.Layers // a stage does not know its upstream's start; the boundary is checked
 	agreed, err := wire.CheckHello(&local, &remote)
 	if err != nil {
-		p.sendError(wire.Meta{}, fmt.Errorf("stage %q: %w", s.cfg.Name, err))
+		s.refusals.handshakes.Add(1)
+		p.sendError(wire.Meta{}, withholdDigests(fmt.Errorf("stage %q: %w", s.cfg.Name, err), s.anonymous(), s.ownDigests()))
 		return remote, err
 	}
 	ack := wire.Ack(local, agreed)
@@ -327,4 +369,31 @@ func (s *Server) accept(p *peer) (wire.Hello, error) {
 	p.fr.Pin(agreed)
 	p.gen = agreed.Generation
 	return remote, nil
+}
+
+// readHello reads the first frame, which must be a Hello. A first frame
+// that breaks the rules is refused with an Error and counted; one that
+// never arrives whole within the timeout is counted as trickled, or as
+// idle when not a byte came.
+func (s *Server) readHello(p *peer) (wire.Hello, error) {
+	f, err := p.fr.ReadFrame()
+	if err == nil && f.Kind != wire.KindHello {
+		err = fmt.Errorf("first frame is %v, want a Hello: %w", f.Kind, wire.ErrMalformed)
+	}
+	var remote wire.Hello
+	if err == nil {
+		remote, err = f.Hello()
+	}
+	switch {
+	case err == nil:
+		return remote, nil
+	case framingError(err):
+		s.refusals.preHandshake.Add(1)
+		refusePreHandshake(p, err)
+	case isTimeout(err) && p.rx.n > 0:
+		s.refusals.trickled.Add(1)
+	case isTimeout(err):
+		s.refusals.idle.Add(1)
+	}
+	return remote, err
 }

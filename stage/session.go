@@ -7,8 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/seamlm/seam/model"
@@ -28,6 +28,11 @@ var errNotOwner = fmt.Errorf("not this connection's session: %w", errSession)
 // opened on that head's behalf (nil at the last stage).
 type headConn struct {
 	*peer
+	in       *inbox // frames not yet finished; its context ends with the connection
+	identity string // who the head is for the per-identity quota (identityOf)
+	sessions int    // sessions it opened that are open, under Server.mu
+	// down and downEnc are set by the Route the worker runs and read by
+	// the worker's frames, and after it stopped.
 	down    *peer
 	downEnc wire.Encoding
 }
@@ -43,11 +48,26 @@ type session struct {
 	// frame from upstream (a head routes each of its chains over a
 	// connection of its own) and unbound by the head's Reset. Frames for
 	// the session from any other upstream connection are refused.
-	up     *peer
+	up *peer
+	// epoch is cancelled when the head resets or closes the session or
+	// disconnects; a frame that arrived in an earlier epoch is abandoned.
+	epoch  atomic.Pointer[epoch]
 	state  *model.State
 	x      []float32 // tokens x dim activations
 	logits []float32 // tokens x vocab
 	ids    []uint32
+}
+
+// epoch is one stretch of a session between its head's Resets.
+type epoch struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+}
+
+// newEpoch starts an epoch that also ends when the head's connection does.
+func newEpoch(hc *headConn) *epoch {
+	ctx, cancel := context.WithCancelCause(hc.in.ctx)
+	return &epoch{ctx: ctx, cancel: cancel}
 }
 
 func (s *Server) openSession(hc *headConn, id uint64) error {
@@ -55,46 +75,92 @@ func (s *Server) openSession(hc *headConn, id uint64) error {
 		return err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if old, ok := s.sessions[id]; ok {
+	old, ok := s.sessions[id]
+	if ok {
+		s.mu.Unlock()
 		if old.head != hc {
 			return fmt.Errorf("session %d belongs to another head: %w", id, errSession)
 		}
-		old.mu.Lock()
-		old.state.Reset()
-		old.up = nil
-		old.mu.Unlock()
+		old.reset()
 		return nil
 	}
-	if len(s.sessions) >= s.cfg.MaxSessions {
-		return fmt.Errorf("stage holds %d sessions, its limit (--max-sessions): %w", len(s.sessions), errSession)
+	defer s.mu.Unlock()
+	if err := s.admitSession(hc); err != nil {
+		return err
 	}
 	w := s.cfg.Model.W
 	st, err := s.cfg.Model.NewState(w.First, w.Last)
 	if err != nil {
 		return err
 	}
-	s.sessions[id] = &session{id: id, head: hc, state: st}
-	s.log.Info("session opened", "session", id, "peer", hc.name, "sessions", len(s.sessions))
+	sess := &session{id: id, head: hc, state: st}
+	sess.epoch.Store(newEpoch(hc))
+	s.sessions[id] = sess
+	hc.sessions++
+	s.identities[hc.identity]++
+	s.log.Info("session opened", "session", id, "peer", hc.name, "sessions", len(s.sessions), "identity", hc.identity)
 	return nil
 }
 
+// admitSession checks the session quotas for a new session of hc: the
+// stage's, the connection's and the identity's. The caller holds s.mu.
+func (s *Server) admitSession(hc *headConn) error {
+	switch n := s.identities[hc.identity]; {
+	case len(s.sessions) >= s.cfg.MaxSessions:
+		s.refusals.sessions.Add(1)
+		return fmt.Errorf("stage holds %d sessions, its limit (--max-sessions): %w", len(s.sessions), errSession)
+	case hc.sessions >= s.cfg.MaxSessionsPerConn:
+		s.refusals.sessionsPerConn.Add(1)
+		return fmt.Errorf("%s holds %d sessions, its limit (--max-sessions-per-conn): %w", hc.name, hc.sessions, errSession)
+	case n >= s.cfg.MaxSessionsPerIdentity:
+		s.refusals.sessionsPerIdentity.Add(1)
+		return fmt.Errorf("%s holds %d sessions over its connections, its limit (--max-sessions-per-identity): %w", hc.identity, n, errSession)
+	}
+	return nil
+}
+
+// reset clears the session for its head's Reset. Frames that arrived
+// before it are abandoned (the one computing within a chunk), so the
+// state is cleared only after them, as the head ordered.
+func (sess *session) reset() {
+	sess.epoch.Load().cancel(errResetByHead)
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	sess.state.Reset()
+	sess.up = nil
+	sess.epoch.Store(newEpoch(sess.head))
+}
+
+// forget removes a session of hc and its place in the quotas; the caller
+// holds s.mu.
+func (s *Server) forget(hc *headConn, id uint64) {
+	delete(s.sessions, id)
+	hc.sessions--
+	if s.identities[hc.identity]--; s.identities[hc.identity] <= 0 {
+		delete(s.identities, hc.identity)
+	}
+}
+
+// closeSession ends a session for its head's Close, abandoning its frames
+// queued or computing.
 func (s *Server) closeSession(hc *headConn, id uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sess, ok := s.sessions[id]; ok && sess.head == hc {
-		delete(s.sessions, id)
+		s.forget(hc, id)
+		sess.epoch.Load().cancel(errClosedByHead)
 		s.log.Info("session closed", "session", id, "peer", hc.name, "sessions", len(s.sessions))
 	}
 }
 
-// dropHead forgets every session a departed head opened.
+// dropHead forgets every session a departed head opened (their epochs
+// ended with its connection's context).
 func (s *Server) dropHead(hc *headConn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for id, sess := range s.sessions {
 		if sess.head == hc {
-			delete(s.sessions, id)
+			s.forget(hc, id)
 			s.log.Info("session closed: its head disconnected", "session", id, "peer", hc.name, "sessions", len(s.sessions))
 		}
 	}
@@ -110,50 +176,32 @@ func (s *Server) lookup(id uint64) (*session, error) {
 	return sess, nil
 }
 
-// serveHead reads a head's frames until it disconnects.
+func metaOf(f *wire.Frame) wire.Meta {
+	return wire.Meta{Session: f.Session, Request: f.Request, Start: f.Start}
+}
+
+// serveHead reads a head's frames until it disconnects. Pings, Resets and
+// Closes are answered here at once; Routes and the frames to compute go
+// to the connection's worker, in order. When the head leaves, its work is
+// cancelled and the worker waited for before its sessions are dropped.
 func (s *Server) serveHead(hc *headConn) {
+	go hc.in.work(func(j *job) { s.runHeadJob(hc, j) }, func(req uint64) { s.answerPing(hc, req) })
 	defer func() {
+		hc.in.stop(errHeadGone)
 		s.dropHead(hc)
 		if hc.down != nil {
 			hc.down.close()
 		}
 	}()
 	for {
-		f, err := hc.fr.ReadFrame()
+		f, err := s.nextFrame(hc.peer, s.idleFor(hc))
 		if err != nil {
-			if !isClosedConn(err) {
-				s.log.Warn("head connection failed", "session", 0, "peer", hc.name, "err", err)
-				hc.sendError(wire.Meta{}, err)
-			} else {
-				s.log.Info("head disconnected", "session", 0, "peer", hc.name)
-			}
+			s.readEnded(hc.peer, "head", err)
 			return
 		}
 		s.logFrame("frame from head", hc.name, f)
-		m := wire.Meta{Session: f.Session, Request: f.Request, Start: f.Start}
-		switch f.Kind {
-		case wire.KindRoute:
-			err = s.route(hc, f)
-			if err == nil {
-				err = hc.write(func(fr *wire.Framer) error { return fr.WriteRouteAck(m) })
-			}
-		case wire.KindReset:
-			if err = s.openSession(hc, f.Session); err == nil {
-				err = hc.write(func(fr *wire.Framer) error { return fr.WriteReset(m) })
-			}
-		case wire.KindClose:
-			s.closeSession(hc, f.Session)
-		case wire.KindPrefill, wire.KindDecode:
-			err = s.processGuarded(f, hc, nil)
-		case wire.KindPing:
-			err = s.pong(hc, f.Request)
-		default:
-			err = fmt.Errorf("a head may not send %v frames: %w", f.Kind, wire.ErrMalformed)
-		}
-		if err != nil {
-			// The head knows which stage this connection is: no name prefix.
-			s.log.Warn("request failed", "session", f.Session, "peer", hc.name, "kind", f.Kind.String(), "request", f.Request, "err", err)
-			hc.sendError(m, err)
+		if err := s.headFrame(hc, f); err != nil {
+			s.requestFailed(hc, f, err)
 			if errors.Is(err, wire.ErrMalformed) {
 				return
 			}
@@ -161,52 +209,150 @@ func (s *Server) serveHead(hc *headConn) {
 	}
 }
 
-// serveUpstream reads activations from the previous stage until it disconnects.
+// headFrame handles one frame from a head on its connection's reader.
+func (s *Server) headFrame(hc *headConn, f *wire.Frame) error {
+	switch f.Kind {
+	case wire.KindPing:
+		if hc.in.deferPing(f.Request) {
+			return nil
+		}
+		return s.pong(hc, f.Request)
+	case wire.KindReset:
+		if err := s.openSession(hc, f.Session); err != nil {
+			return err
+		}
+		m := metaOf(f)
+		return hc.write(func(fr *wire.Framer) error { return fr.WriteReset(m) })
+	case wire.KindClose:
+		s.closeSession(hc, f.Session)
+		return nil
+	case wire.KindRoute:
+		return s.enqueue(hc.in, hc.name, f, nil)
+	case wire.KindPrefill, wire.KindDecode:
+		return s.admit(hc.in, hc.name, f)
+	}
+	return fmt.Errorf("a head may not send %v frames: %w", f.Kind, wire.ErrMalformed)
+}
+
+// runHeadJob runs a Route or computes a frame from the head, on its
+// connection's worker.
+func (s *Server) runHeadJob(hc *headConn, j *job) {
+	var err error
+	if j.f.Kind == wire.KindRoute {
+		if err = s.route(hc, j); err == nil {
+			m := metaOf(&j.f)
+			j.finish()
+			err = hc.write(func(fr *wire.Framer) error { return fr.WriteRouteAck(m) })
+		}
+	} else {
+		err = s.processGuarded(j, hc, nil)
+	}
+	if err != nil {
+		s.requestFailed(hc, &j.f, err)
+		if errors.Is(err, wire.ErrMalformed) {
+			hc.close() // ends the reader, which cancels the rest
+		}
+	}
+}
+
+// answerPing answers a Ping deferred while the worker ran a job.
+func (s *Server) answerPing(hc *headConn, req uint64) {
+	if err := s.pong(hc, req); err != nil {
+		s.log.Debug("ping answer failed", "session", 0, "peer", hc.name, "request", req, "err", err)
+	}
+}
+
+// requestFailed logs a failed request of the head and tells it; the head
+// knows which stage this connection is, so the error has no name prefix.
+func (s *Server) requestFailed(hc *headConn, f *wire.Frame, err error) {
+	s.logFailure(f, hc.name, err)
+	if !connectionGone(err) {
+		hc.sendError(metaOf(f), err)
+	}
+}
+
+// connectionGone reports whether err is a frame abandoned because a
+// connection it came over ended. Nobody is told: the head that wanted it
+// is gone, or learns why from the stage whose connection ended (its
+// shutdown notice, or its report that it lost this stage), and an error
+// for the request here would only arrive first and hide that cause.
+func connectionGone(err error) bool {
+	return errors.Is(err, errHeadGone) || errors.Is(err, errUpstreamGone)
+}
+
+// logFailure logs a request that failed, or was abandoned (Info: nothing
+// went wrong but someone left).
+func (s *Server) logFailure(f *wire.Frame, peer string, err error) {
+	attrs := []any{"session", f.Session, "peer", peer, "kind", f.Kind.String(), "request", f.Request, "err", err}
+	var ab *abandonedError
+	if errors.As(err, &ab) {
+		s.log.Info("frame abandoned", attrs...)
+		return
+	}
+	s.log.Warn("request failed", attrs...)
+}
+
+// serveUpstream reads activations from the previous stage until it
+// disconnects, and has its worker compute them in order.
 func (s *Server) serveUpstream(p *peer) {
+	in := newInbox(s.cfg.MaxQueue)
+	go in.work(func(j *job) { s.runUpstreamJob(p, j) }, nil)
+	defer in.stop(errUpstreamGone)
 	for {
-		f, err := p.fr.ReadFrame()
+		f, err := s.nextFrame(p, 0)
 		if err != nil {
-			if !isClosedConn(err) {
-				s.log.Warn("upstream connection failed", "session", 0, "peer", p.name, "err", err)
-				p.sendError(wire.Meta{}, err)
-			} else {
-				s.log.Info("upstream disconnected", "session", 0, "peer", p.name)
-			}
+			s.readEnded(p, "upstream", err)
 			return
 		}
 		s.logFrame("frame from upstream", p.name, f)
-		m := wire.Meta{Session: f.Session, Request: f.Request, Start: f.Start}
 		switch f.Kind {
 		case wire.KindPrefill, wire.KindDecode:
-			err = s.processGuarded(f, nil, p)
+			err = s.admit(in, p.name, f)
 		default:
 			err = fmt.Errorf("an upstream stage may not send %v frames: %w", f.Kind, wire.ErrMalformed)
 		}
 		if err != nil {
-			// Tell the head that owns the session when the frame came over
-			// the session's own upstream connection (the head is the one
-			// waiting, and knows this connection's stage), else the
-			// upstream stage that sent it, which relays it.
-			s.log.Warn("request failed", "session", f.Session, "peer", p.name, "kind", f.Kind.String(), "request", f.Request, "err", err)
-			if sess, lerr := s.lookup(f.Session); lerr == nil && !errors.Is(err, errNotOwner) {
-				sess.head.sendError(m, err)
-			} else {
-				p.sendError(m, fmt.Errorf("stage %q: %w", s.cfg.Name, err))
-			}
+			s.upstreamFailed(p, f, err)
 			if errors.Is(err, wire.ErrMalformed) {
 				return
 			}
 		}
 	}
+}
+
+func (s *Server) runUpstreamJob(p *peer, j *job) {
+	if err := s.processGuarded(j, nil, p); err != nil {
+		s.upstreamFailed(p, &j.f, err)
+		if errors.Is(err, wire.ErrMalformed) {
+			p.close()
+		}
+	}
+}
+
+// upstreamFailed tells the head that owns the session when the frame came
+// over the session's own upstream connection (the head is the one waiting,
+// and knows this connection's stage), else the upstream stage that sent
+// it, which relays it.
+func (s *Server) upstreamFailed(p *peer, f *wire.Frame, err error) {
+	s.logFailure(f, p.name, err)
+	if connectionGone(err) {
+		return
+	}
+	m := metaOf(f)
+	if sess, lerr := s.lookup(f.Session); lerr == nil && !errors.Is(err, errNotOwner) {
+		sess.head.sendError(m, err)
+		return
+	}
+	p.sendError(m, fmt.Errorf("stage %q: %w", s.cfg.Name, err))
 }
 
 // process runs a Prefill or Decode frame through this stage's layers and
 // passes the result on. The frame came from head (nil when from upstream)
 // or from the upstream connection up; either must be the session's own.
-func (s *Server) process(f *wire.Frame, head *headConn, up *peer) error {
-	sess, err := s.lookup(f.Session)
-	if err != nil {
-		return err
+func (s *Server) process(j *job, head *headConn, up *peer) error {
+	f, sess := &j.f, j.sess
+	if err := j.stopped(); err != nil {
+		return s.abandon(f, 0, err)
 	}
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
@@ -233,14 +379,21 @@ func (s *Server) process(f *wire.Frame, head *headConn, up *peer) error {
 	if err := s.input(sess, f, n); err != nil {
 		return err
 	}
-	if err := s.cfg.Model.LayersBatch(sess.state, sess.x[:n*cfg.Dim], int(f.Start), n); err != nil {
-		return fmt.Errorf("layers [%d, %d) at positions [%d, %d): %w", sess.state.First, sess.state.Last, f.Start, int(f.Start)+n, err)
+	if err := s.runLayers(j, sess, n); err != nil {
+		return err
 	}
-	m := wire.Meta{Session: f.Session, Request: f.Request, Start: f.Start}
+	m := metaOf(f)
 	if s.cfg.Model.W.HasHead() {
-		return s.result(sess, f, m, n, start)
+		return s.result(j, sess, m, n, start)
 	}
 	s.stats.computed(n, start)
+	j.finish()
+	return s.sendDown(sess, f, m, n)
+}
+
+// sendDown passes a computed frame's activations to the downstream stage.
+func (s *Server) sendDown(sess *session, f *wire.Frame, m wire.Meta, n int) error {
+	cfg := s.cfg.Model.Config()
 	hc := sess.head
 	if hc.down == nil {
 		return fmt.Errorf("stage %q holds layers [%d, %d) of %d but the head gave it no downstream route: %w",
@@ -283,7 +436,8 @@ func (s *Server) input(sess *session, f *wire.Frame, n int) error {
 
 // result computes logits (for every position, or only the last) and sends
 // them to the head that owns the session.
-func (s *Server) result(sess *session, f *wire.Frame, m wire.Meta, n int, start time.Time) error {
+func (s *Server) result(j *job, sess *session, m wire.Meta, n int, start time.Time) error {
+	f := &j.f
 	cfg := s.cfg.Model.Config()
 	first := n - 1
 	if f.Flags&wire.FlagAllLogits != 0 {
@@ -292,6 +446,9 @@ func (s *Server) result(sess *session, f *wire.Frame, m wire.Meta, n int, start 
 	count := n - first
 	sess.logits = grow(sess.logits, count*cfg.VocabSize)
 	for i := first; i < n; i++ {
+		if err := j.stopped(); err != nil { // all the logits of a long prefill take a while too
+			return s.abandon(f, n, err)
+		}
 		out := sess.logits[(i-first)*cfg.VocabSize : (i-first+1)*cfg.VocabSize]
 		if err := s.cfg.Model.Head(sess.x[i*cfg.Dim:(i+1)*cfg.Dim], out); err != nil {
 			return err
@@ -299,19 +456,26 @@ func (s *Server) result(sess *session, f *wire.Frame, m wire.Meta, n int, start 
 	}
 	m.Start = f.Start + uint32(first)
 	s.stats.computed(n, start) // the logits are computed; sending is not computing
+	j.finish()
 	if f.Flags&wire.FlagGreedy != 0 {
-		ids := sess.ids[:0]
-		for i := range count {
-			ids = append(ids, uint32(sample.Argmax(sess.logits[i*cfg.VocabSize:(i+1)*cfg.VocabSize])))
-		}
-		sess.ids = ids
-		s.stats.resultBytes.Add(frameBytes(nil, count, 0))
-		return sess.head.write(func(fr *wire.Framer) error { return fr.WriteTokenIDs(wire.KindResult, 0, m, ids) })
+		return s.sendGreedy(sess, m, count)
 	}
 	s.stats.resultBytes.Add(frameBytes(wire.F32, count, cfg.VocabSize))
 	return sess.head.write(func(fr *wire.Framer) error {
 		return fr.WriteActivations(wire.KindResult, 0, m, wire.F32, sess.logits[:count*cfg.VocabSize], count, cfg.VocabSize)
 	})
+}
+
+// sendGreedy sends the head the most likely token of each position.
+func (s *Server) sendGreedy(sess *session, m wire.Meta, count int) error {
+	vocab := s.cfg.Model.Config().VocabSize
+	ids := sess.ids[:0]
+	for i := range count {
+		ids = append(ids, uint32(sample.Argmax(sess.logits[i*vocab:(i+1)*vocab])))
+	}
+	sess.ids = ids
+	s.stats.resultBytes.Add(frameBytes(nil, count, 0))
+	return sess.head.write(func(fr *wire.Framer) error { return fr.WriteTokenIDs(wire.KindResult, 0, m, ids) })
 }
 
 // owns checks that a frame from head, or from the upstream connection up,
@@ -350,110 +514,3 @@ func (s *Server) logFrame(msg, peer string, f *wire.Frame) {
 			"start", f.Start, "tokens", f.Tokens, "flags", uint8(f.Flags), "bytes", len(f.Payload))
 	}
 }
-
-// route dials the downstream stage the head names and runs the boundary
-// handshake as its upstream.
-func (s *Server) route(hc *headConn, f *wire.Frame) error {
-	r, err := f.Route()
-	if err != nil {
-		return err
-	}
-	if hc.down != nil {
-		return fmt.Errorf("a downstream route is already set (%s): %w", hc.down.name, wire.ErrMalformed)
-	}
-	if allow := s.cfg.AllowDownstream; len(allow) > 0 && !slices.Contains(allow, r.Addr) {
-		return fmt.Errorf("may not dial %s: it is not in this stage's --allow-downstream list %v", r.Addr, allow)
-	}
-	conn, err := net.DialTimeout("tcp", r.Addr, s.cfg.Timeout)
-	if err != nil {
-		return fmt.Errorf("dialing downstream stage %s: %w", r.Addr, err)
-	}
-	if conn, err = authClient(s.cfg.Auth, conn, r.Addr); err != nil {
-		return fmt.Errorf("downstream stage %s: %w", r.Addr, err)
-	}
-	dp, err := newPeer(conn, "downstream stage "+r.Addr, s.cfg.Link, s.reg, s.cfg.Timeout)
-	if err != nil {
-		conn.Close()
-		return err
-	}
-	enc, err := s.handshakeDown(dp, r)
-	if err != nil {
-		dp.close()
-		return err
-	}
-	hc.down, hc.downEnc = dp, enc
-	s.log.Info("routed downstream", "session", 0, "peer", hc.name, "downstream", r.Addr, "downstream_layers", r.Peer, "encoding", enc.ID().String())
-	go s.watchDownstream(hc, dp)
-	return nil
-}
-
-func (s *Server) handshakeDown(dp *peer, r wire.Route) (wire.Encoding, error) {
-	h := s.hello()
-	h.PeerLayers, h.Encoding, h.Codec = r.Peer, r.Encoding, r.Codec
-	if err := dp.write(func(fr *wire.Framer) error { return fr.WriteHello(wire.KindHello, &h) }); err != nil {
-		return nil, fmt.Errorf("%s: %w", dp.name, err)
-	}
-	dp.conn.SetReadDeadline(time.Now().Add(s.cfg.Timeout))
-	defer dp.conn.SetReadDeadline(time.Time{})
-	f, err := dp.fr.ReadFrame()
-	if err != nil {
-		return nil, fmt.Errorf("%s: handshake: %w", dp.name, err)
-	}
-	if f.Kind == wire.KindError {
-		re, err := f.RemoteError()
-		if err != nil {
-			return nil, err
-		}
-		return nil, fmt.Errorf("%s refused the connection: %w", dp.name, re)
-	}
-	if f.Kind != wire.KindHelloAck {
-		return nil, fmt.Errorf("%s answered the Hello with %v: %w", dp.name, f.Kind, wire.ErrMalformed)
-	}
-	ack, err := f.Hello()
-	if err != nil {
-		return nil, err
-	}
-	agreed, err := wire.CheckHelloAck(&h, &ack)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", dp.name, err)
-	}
-	dp.fr.Pin(agreed)
-	return s.reg.Lookup(agreed.Encoding, agreed.Codec)
-}
-
-// watchDownstream reads the downstream link, which carries nothing but
-// errors upstream. Whatever ends it is reported to the head: a downstream
-// stage that vanishes must fail the head's request, never stall it.
-func (s *Server) watchDownstream(hc *headConn, dp *peer) {
-	for {
-		f, err := dp.fr.ReadFrame()
-		if errors.Is(err, net.ErrClosed) {
-			return // closed here: the head left, or this stage is shutting down
-		}
-		if err != nil {
-			s.log.Warn("downstream connection lost", "session", 0, "peer", hc.name, "downstream", dp.name, "err", err)
-			hc.sendError(wire.Meta{}, fmt.Errorf("lost its connection to %s: %w", dp.name, err))
-			hc.close()
-			return
-		}
-		if f.Kind == wire.KindError {
-			re, err := f.RemoteError()
-			if err != nil {
-				hc.sendError(wire.Meta{}, fmt.Errorf("%s sent a bad Error frame: %w", dp.name, err))
-				continue
-			}
-			s.log.Warn("relaying an error from downstream", "session", f.Session, "peer", hc.name, "downstream", dp.name, "code", re.Code.String(), "message", re.Message)
-			hc.sendError(wire.Meta{Session: f.Session, Request: f.Request}, &relayed{from: dp.name, re: re})
-		}
-	}
-}
-
-// relayed is an error a downstream stage sent, passed on to the head with
-// its code kept and the stage it came from named.
-type relayed struct {
-	from string
-	re   *wire.RemoteError
-}
-
-func (r *relayed) Error() string { return r.from + " reports: " + r.re.Message }
-func (r *relayed) Unwrap() error { return r.re }

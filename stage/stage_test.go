@@ -89,12 +89,13 @@ func TestHandshakeRefusals(t *testing.T) {
 	if msg := hello(t, addr, ok); msg != "" {
 		t.Fatalf("matching upstream refused: %s", msg)
 	}
+	unspoken := wire.MaxGeneration + 1 // a generation this implementation does not speak
 	cases := []struct {
 		name  string
 		edit  func(*wire.Hello)
 		wants []string
 	}{
-		{"generation", func(h *wire.Hello) { h.Generation, h.MinGeneration, h.MaxGeneration = 4, 4, 4 }, []string{"4..4", "1..3"}},
+		{"generation", func(h *wire.Hello) { h.Generation, h.MinGeneration, h.MaxGeneration = unspoken, unspoken, unspoken }, []string{fmt.Sprintf("%d..%d", unspoken, unspoken), fmt.Sprintf("1..%d", wire.MaxGeneration)}},
 		{"model digest", func(h *wire.Hello) { h.Model = wire.Digest{9} }, []string{"model digest", wire.Digest{9}.String(), testID.String()}},
 		{"layer boundary", func(h *wire.Hello) {
 			h.Layers = wire.LayerRange{Start: 0, End: 1}

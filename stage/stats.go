@@ -47,10 +47,13 @@ func (s *Server) Stats() wire.StageStats {
 		ComputeNanos: s.stats.computeNs.Load(), Positions: s.stats.positions.Load(),
 		DownBytes: s.stats.downBytes.Load(), ResultBytes: s.stats.resultBytes.Load(),
 		KVBytes: uint64(n) * perSession, Sessions: uint32(n), MaxSessions: uint32(s.cfg.MaxSessions),
+		MaxPrefill: uint32(s.cfg.MaxPrefill), Refusals: s.Refusals(),
 	}
 }
 
-// pong answers a head's Ping with the stage's stats.
+// pong answers a head's Ping with the stage's stats, in the layout of the
+// generation agreed with it (the refusal counters from
+// wire.RefusalsGeneration on).
 func (s *Server) pong(hc *headConn, req uint64) error {
 	st := s.Stats()
 	return hc.write(func(fr *wire.Framer) error { return fr.WritePing(req, &st) })

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/seamlm/seam/mapped"
-	"github.com/seamlm/seam/wire"
 )
 
 // withWeights runs fn, which reads this stage's mapped weights, so that a
@@ -20,8 +19,8 @@ func (s *Server) withWeights(fn func() error) error { return mapped.Guard(fn) }
 // the file, and every request and session after it is refused with the
 // same message, while the process stays up to say so. Restarting the stage
 // reopens (and, for a container, re-verifies) its files.
-func (s *Server) processGuarded(f *wire.Frame, head *headConn, up *peer) error {
-	err := s.withWeights(func() error { return s.process(f, head, up) })
+func (s *Server) processGuarded(j *job, head *headConn, up *peer) error {
+	err := s.withWeights(func() error { return s.process(j, head, up) })
 	if errors.Is(err, mapped.ErrFault) {
 		s.markDamaged(err)
 		return s.damage()

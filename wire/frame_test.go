@@ -232,7 +232,7 @@ func TestHeaderRejections(t *testing.T) {
 	}{
 		{"wrong magic", func(h []byte) { copy(h, "SEAN") }, nil, ErrMalformed, []string{`"SEAN"`, `"SEAM"`}},
 		{"generation 0", func(h []byte) { le.PutUint16(h[4:], 0) }, nil, ErrGeneration, []string{"generation 0"}},
-		{"generation 4", func(h []byte) { le.PutUint16(h[4:], 4) }, nil, ErrGeneration, []string{"generation 4", "1..3"}},
+		{"generation 5", func(h []byte) { le.PutUint16(h[4:], 5) }, nil, ErrGeneration, []string{"generation 5", "1..4"}},
 		{"kind 0", u8(offKind, 0), nil, ErrMalformed, []string{"unknown kind 0"}},
 		{"kind 15", u8(offKind, 15), nil, ErrMalformed, []string{"unknown kind 15"}},
 		{"ping in generation 1", u8(offKind, 10), nil, ErrMalformed, []string{"pings exist from generation 2"}},

@@ -15,7 +15,7 @@ const Magic = "SEAM"
 // whenever any byte layout or rule in docs/wire.md changes meaning.
 const (
 	MinGeneration uint16 = 1
-	MaxGeneration uint16 = 3
+	MaxGeneration uint16 = 4
 )
 
 // HeaderSize is the fixed size of a frame header in bytes.

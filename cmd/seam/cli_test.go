@@ -47,8 +47,8 @@ func TestRunRefusals(t *testing.T) {
 		{[]string{"--split", "0", "hi"}, "--split 0: want the number of in-process stages"},
 		{[]string{"--wire", "q8", "hi"}, "--wire applies between pipeline stages: add --stages or --split"},
 		{[]string{"--link-mbps", "100", "hi"}, "--link-mbps applies between pipeline stages"},
-		{[]string{"--stages", "127.0.0.1:1,127.0.0.1:2,", "hi"}, `--stages "127.0.0.1:1,127.0.0.1:2,": stage 3 has no address (a stray comma?)`},
-		{[]string{"--stages", "localhost", "hi"}, `stage 1 address "localhost": want host:port`},
+		{[]string{"--stages", "127.0.0.1:1,127.0.0.1:2,", "hi"}, `--stages "127.0.0.1:1,127.0.0.1:2,": stage 3, replica 1 has no address (a stray ',' or '|'?)`},
+		{[]string{"--stages", "localhost", "hi"}, `stage 1, replica 1 address "localhost": want host:port`},
 		{[]string{"--split", "2", "--wire", "q3", "hi"}, `--wire "q3": want one of`},
 	} {
 		out, _, err := seamAll(t, append(append([]string{"run"}, m...), c.args...)...)

@@ -9,6 +9,7 @@ import (
 	"github.com/seamlm/seam/loader"
 	"github.com/seamlm/seam/model"
 	"github.com/seamlm/seam/stage"
+	"github.com/seamlm/seam/wire"
 	"github.com/spf13/cobra"
 )
 
@@ -18,6 +19,7 @@ func newServeCmd() *cobra.Command {
 		timeout, heartbeat              time.Duration
 		allowDown                       []string
 		maxSessions, maxConns           int
+		lf                              limitFlags
 		verify                          bool
 		linkMbps, linkLatMs             float64
 		memory                          string
@@ -62,6 +64,9 @@ loopback experiments; the head must then use --insecure too.`,
 			if name == "" {
 				name = defaultStageName(a, b)
 			}
+			if err := lf.check(); err != nil {
+				return err
+			}
 			ac, err := af.config("stage", name)
 			if err != nil {
 				return err
@@ -70,8 +75,9 @@ loopback experiments; the head must then use --insecure too.`,
 				if cmd.Flags().Changed("max-sessions") {
 					return fmt.Errorf("--max-sessions: a pool member holds as many sessions as the head's plan budgets for (seam run --pool --sessions N)")
 				}
-				ps := poolServe{modelPath: modelPath, listen: listen, name: name, memory: memory, verify: verifyWeights(cmd, name, modelPath, verify),
-					base: stage.Config{Timeout: timeout, AllowDownstream: allowDown, Auth: ac, MaxConns: maxConns, Heartbeat: heartbeat}}
+				base := stage.Config{Timeout: timeout, AllowDownstream: allowDown, Auth: ac, MaxConns: maxConns, Heartbeat: heartbeat}
+				lf.apply(&base)
+				ps := poolServe{modelPath: modelPath, listen: listen, name: name, memory: memory, verify: verifyWeights(cmd, name, modelPath, verify), base: base}
 				return ps.run(cmd, lc)
 			}
 			if cmd.Flags().Changed("memory") {
@@ -94,6 +100,7 @@ loopback experiments; the head must then use --insecure too.`,
 			}
 			cfg := stage.Config{Model: mod, Identity: id, Name: name, Link: lc, Timeout: timeout, MaxSessions: maxSessions, MaxConns: maxConns,
 				AllowDownstream: allowDown, Logger: slog.Default(), Auth: ac, Heartbeat: heartbeat}
+			lf.apply(&cfg)
 			if err := stage.UseCodecs(&cfg, m.Codecs); err != nil {
 				return err
 			}
@@ -120,7 +127,8 @@ loopback experiments; the head must then use --insecure too.`,
 	cmd.Flags().IntVar(&maxSessions, "max-sessions", 64, "most sessions (KV caches) held at once")
 	cmd.Flags().IntVar(&maxConns, "max-conns", stage.DefaultMaxConns, "most connections held at once; more are closed as they arrive (and logged)")
 	cmd.Flags().BoolVar(&verify, "verify", true, "check the BLAKE3 checksums of a container's range before serving it, and refuse a damaged one (GGUF and llama2.c files have none: --verify with one is an error)")
-	cmd.Flags().StringSliceVar(&allowDown, "allow-downstream", nil, "host:port addresses this stage may be routed to (default: any; set it on stages reachable by untrusted hosts)")
+	cmd.Flags().StringSliceVar(&allowDown, "allow-downstream", nil, "host:port addresses this stage may be routed to (default: any, or with --insecure only loopback addresses; set it on stages reachable by untrusted hosts)")
+	lf.register(cmd)
 	registerLinkFlags(cmd, &linkMbps, &linkLatMs)
 	af.register(cmd)
 	cmd.MarkFlagRequired("model")
@@ -141,4 +149,50 @@ func verifyWeights(cmd *cobra.Command, name, path string, verify bool) bool {
 		return false
 	}
 	return verify
+}
+
+// limitFlags are serve's quotas on what one peer may make the stage hold or
+// compute (docs/reliability.md, "Limits"). Zero takes the default that
+// stage.Config documents; the defaults never refuse a head that waits for
+// each session's reply, as every head of this project does.
+type limitFlags struct {
+	perConn, perIdentity, prefill, queue, inflight int
+	idle                                           time.Duration
+}
+
+func (f *limitFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.IntVar(&f.perConn, "max-sessions-per-conn", 0, "most sessions one head connection holds (default: --max-sessions)")
+	fl.IntVar(&f.perIdentity, "max-sessions-per-identity", 0, "most sessions one peer key holds over all its connections, or one IP address with --insecure (default: --max-sessions)")
+	fl.IntVar(&f.prefill, "max-prefill", stage.DefaultMaxPrefill, "most tokens in one Prefill frame; longer ones are refused (at most the wire's 8192)")
+	fl.IntVar(&f.queue, "max-queue", 0, "most frames a connection may have sent that the stage has not finished (default: 2 x --max-sessions-per-conn)")
+	fl.IntVar(&f.inflight, "max-inflight-tokens", 0, "most tokens of those frames (default: --max-sessions-per-conn x --max-prefill)")
+	fl.DurationVar(&f.idle, "idle-timeout", stage.DefaultIdleTimeout, "close a head connection that holds no session and sends nothing for this long (0: never)")
+}
+
+// check refuses values no stage can honour, naming the flag.
+func (f *limitFlags) check() error {
+	for _, v := range []struct {
+		n    int
+		flag string
+	}{{f.perConn, "--max-sessions-per-conn"}, {f.perIdentity, "--max-sessions-per-identity"}, {f.queue, "--max-queue"}, {f.inflight, "--max-inflight-tokens"}} {
+		if v.n < 0 {
+			return fmt.Errorf("%s %d: want 0 (the default) or more", v.flag, v.n)
+		}
+	}
+	if wireMax := wire.DefaultLimits().MaxTokens; f.prefill < 1 || f.prefill > wireMax {
+		return fmt.Errorf("--max-prefill %d: want 1 to %d (the wire's cap on the tokens of a frame)", f.prefill, wireMax)
+	}
+	if f.idle < 0 {
+		return fmt.Errorf("--idle-timeout %v: want a duration, or 0 to never close idle connections", f.idle)
+	}
+	return nil
+}
+
+func (f *limitFlags) apply(c *stage.Config) {
+	c.MaxSessionsPerConn, c.MaxSessionsPerIdentity, c.MaxPrefill = f.perConn, f.perIdentity, f.prefill
+	c.MaxQueue, c.MaxInFlight, c.IdleTimeout = f.queue, f.inflight, f.idle
+	if f.idle == 0 {
+		c.IdleTimeout = -1 // the flag's 0 is "never"; the Config's 0 is the default
+	}
 }

@@ -1,0 +1,5 @@
+//go:build !race
+
+package stage_test
+
+const raceDetector = false
