@@ -124,7 +124,7 @@ func (c topologyCollector) Collect(ch chan<- prometheus.Metric) {
 		}{{"max_conns", r.Conns}, {"pre_handshake", r.PreHandshake}, {"handshake", r.Handshakes}, {"trickled", r.Trickled},
 			{"max_sessions", r.Sessions}, {"max_sessions_per_conn", r.SessionsPerConn}, {"max_sessions_per_identity", r.SessionsPerIdentity},
 			{"max_prefill", r.Prefill}, {"max_inflight_tokens", r.InFlight}, {"max_queue", r.QueueFull}, {"idle", r.Idle},
-			{"routes", r.Routes}, {"cancelled", r.Cancelled}} {
+			{"routes", r.Routes}, {"cancelled", r.Cancelled}, {"kv_budget", r.KV}} {
 			ch <- prometheus.MustNewConstMetric(descRefusals, counter, float64(c.n), append(l, c.limit)...)
 		}
 	}

@@ -40,6 +40,10 @@ type Config struct {
 	// MaxTokens bounds the tokens of one step, over all sessions
 	// (DefaultMaxTokens); a step takes at least one session's chunk.
 	MaxTokens int
+	// Guard, when set, runs each step's computation (a stage passes
+	// mapped.Guard, so that a fault on mapped weights fails the step's
+	// requests with an error instead of crashing the process).
+	Guard func(func() error) error
 }
 
 // ErrClosed: the batcher was closed.
@@ -84,6 +88,9 @@ func New(cfg Config) (*Batcher, error) {
 	}
 	if cfg.MaxTokens == 0 {
 		cfg.MaxTokens = DefaultMaxTokens
+	}
+	if cfg.Guard == nil {
+		cfg.Guard = func(f func() error) error { return f() }
 	}
 	if cfg.Chunk < 1 || cfg.MaxTokens < cfg.Chunk {
 		return nil, fmt.Errorf("batch: chunk %d and step size %d: want 1 <= chunk <= step", cfg.Chunk, cfg.MaxTokens)
@@ -254,7 +261,7 @@ func (b *Batcher) step(sc *model.Scratch, active []*job, hx, hl *[]float32) int 
 	if len(items) == 0 {
 		return 0
 	}
-	err := m.LayersMulti(sc, items)
+	err := b.cfg.Guard(func() error { return m.LayersMulti(sc, items) })
 	b.steps.Add(1)
 	var ending []*job
 	for i, j := range run {
@@ -297,7 +304,7 @@ func (b *Batcher) heads(ending []*job, hx, hl *[]float32) {
 	for _, j := range want {
 		off += copy((*hx)[off:], j.x[(j.n-j.heads)*c.Dim:j.n*c.Dim])
 	}
-	err := m.HeadBatch((*hx)[:n*c.Dim], (*hl)[:n*c.VocabSize], n)
+	err := b.cfg.Guard(func() error { return m.HeadBatch((*hx)[:n*c.Dim], (*hl)[:n*c.VocabSize], n) })
 	off = 0
 	for _, j := range want {
 		if err == nil {

@@ -106,9 +106,9 @@ func TestHeadDisconnectStopsPrefill(t *testing.T) {
 
 // A head's Close of a session abandons its frame computing and its frames
 // queued, each answered with a session error saying so, and the frames of
-// the head's other sessions queued behind them are computed. A Reset does
-// the same for the frames that arrived before it, and the session then
-// computes from a clean cache exactly as a new one.
+// the head's other sessions are computed. A Reset does the same for the
+// frames that arrived before it, and the session then computes from a
+// clean cache exactly as a new one.
 func TestCloseAndResetCancelWork(t *testing.T) {
 	w := wideWeights(t, 2048)
 	srv, addr, _ := startLogged(t, w, stage.Config{Timeout: 30 * time.Second})
@@ -148,7 +148,9 @@ func TestCloseAndResetCancelWork(t *testing.T) {
 	}
 	wantError(t, got[10], wire.CodeSession, "abandoned this frame of session 1 after", "of its 2000 positions: its head closed the session")
 	wantError(t, got[11], wire.CodeSession, "abandoned this frame of session 1 after 0 of its 1 positions: its head closed the session")
-	wantError(t, got[12], wire.CodeSession, "abandoned this frame of session 3 after 0 of its 1500 positions: its head reset the session")
+	// Session 3's prefill computes beside session 1's in the shared steps,
+	// so the Reset finds it part way.
+	wantError(t, got[12], wire.CodeSession, "abandoned this frame of session 3 after", "of its 1500 positions: its head reset the session")
 	if got[13].Kind != wire.KindResult || got[14].Kind != wire.KindReset {
 		t.Errorf("session 2's decode got %v, session 3's Reset %v: want a Result and the echo", got[13].Kind, got[14].Kind)
 	}

@@ -1,58 +1,56 @@
 package stage
 
 import (
+	"context"
+	"errors"
 	"fmt"
-	"time"
 
+	"github.com/seamlm/seam/model"
 	"github.com/seamlm/seam/wire"
 )
 
-// A frame's positions go through the layers in chunks, and between two
-// chunks the stage checks that the frame is still wanted, so that a long
-// prefill whose head has left (or closed or reset the session) stops
-// within about one chunk instead of running to its end. Chunks are sized
-// to take about chunkTarget each, from the time the previous one took, so
-// the check is as frequent on a wide model as on a small one. The result
-// is bit for bit the same however the positions are split: LayersBatch
-// computes each position exactly as one call with all of them would
-// (model.TestBatchIsBitIdentical); and chunks of a few hundred positions
-// are no slower than one batch (measured on synth.WideConfig with 1024
-// positions on 2 cores: 2.4 s in chunks of 256, 2.8 s in chunks of 16,
-// 4.1 s in one batch).
-const (
-	chunkTarget = 100 * time.Millisecond
-	chunkFirst  = 8 // positions in the first chunk, before any is timed
-	chunkMin    = 1
-	chunkMax    = 256
-)
-
-// nextChunk sizes the chunk after one of k positions that took took.
-func nextChunk(k int, took time.Duration) int {
-	if took <= 0 {
-		return chunkMax
-	}
-	return min(max(int(int64(k)*int64(chunkTarget)/int64(took)), chunkMin), chunkMax)
-}
+// A frame's positions go through the layers in the stage's batcher
+// (package batch): at each step every session with a frame computing
+// contributes its next chunk of positions (Config.Chunk, 64 by default), and
+// the step runs them as one batch, so that each weight matrix is streamed
+// once per step however many sessions are active. Between steps the
+// batcher drops a frame whose context has ended, so that a long prefill
+// whose head has left (or closed or reset the session) stops within about
+// one step instead of running to its end. The result is bit for bit the
+// same however the positions are grouped, within a session or across
+// sessions (model.TestBatchIsBitIdentical, TestMultiSessionBatchIsBitIdentical).
 
 // runLayers runs the frame's n positions, in sess.x, through this stage's
-// layers, chunk by chunk, and abandons it between chunks once it is no
-// longer wanted. The caller holds sess.mu.
-func (s *Server) runLayers(j *job, sess *session, n int) error {
+// layers in the shared steps, and, when logits is not nil (the last
+// stage), the classifier for the frame's last len(logits)/vocab positions.
+// The caller holds sess.mu.
+func (s *Server) runLayers(j *job, sess *session, n int, logits []float32) error {
 	dim := s.cfg.Model.Config().Dim
 	pos := int(j.f.Start)
-	for done, k := 0, chunkFirst; done < n; {
-		if err := j.stopped(); err != nil {
-			return s.abandon(&j.f, done, err)
-		}
-		k = min(k, n-done)
-		t := time.Now()
-		if err := s.cfg.Model.LayersBatch(sess.state, sess.x[done*dim:(done+k)*dim], pos+done, k); err != nil {
-			return fmt.Errorf("layers [%d, %d) at positions [%d, %d): %w", sess.state.First, sess.state.Last, pos+done, pos+done+k, err)
-		}
-		done += k
-		k = nextChunk(k, time.Since(t))
+	ctx, stop := j.context()
+	defer stop()
+	err := s.batcher.Run(ctx, sess.state, sess.x[:n*dim], pos, n, logits)
+	switch {
+	case err == nil:
+		return nil
+	case j.stopped() != nil:
+		return s.abandon(&j.f, max(0, sess.state.Next()-pos), j.stopped())
+	case errors.Is(err, model.ErrKVBudget):
+		s.refusals.kv.Add(1)
+		return fmt.Errorf("stage %q cannot hold positions [%d, %d) of session %d: %w (--kv-budget): %w", s.cfg.Name, pos, pos+n, j.f.Session, err, wire.ErrLimit)
 	}
-	return nil
+	return fmt.Errorf("layers [%d, %d) at positions [%d, %d): %w", sess.state.First, sess.state.Last, pos, pos+n, err)
+}
+
+// context is a context that ends when the job is no longer wanted: its
+// connection ended, or its session's epoch did.
+func (j *job) context() (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(j.in.ctx)
+	if j.ep == nil {
+		return ctx, func() { cancel(nil) }
+	}
+	stop := context.AfterFunc(j.ep.ctx, func() { cancel(context.Cause(j.ep.ctx)) })
+	return ctx, func() { stop(); cancel(nil) }
 }
 
 // abandon counts a frame given up after done of its positions because of

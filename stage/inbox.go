@@ -75,18 +75,61 @@ func newInbox(size int) *inbox {
 	return &inbox{ctx: ctx, cancel: cancel, jobs: make(chan *job, size), done: make(chan struct{})}
 }
 
-// work runs each job in order until the inbox is stopped, and after each
-// answers the Pings deferred while it ran (with answer; nil for a
-// connection that may not ping).
+// work runs the jobs until the inbox is stopped: each session's frames in
+// order, on a lane of their own, and different sessions' frames at once, so
+// that the stage's batcher runs them in shared steps; a Route (no session)
+// runs here, before the jobs that follow it. After each job it answers the
+// Pings deferred while it ran (with answer; nil for a connection that may
+// not ping). It returns once every lane has ended.
 func (in *inbox) work(run func(*job), answer func(req uint64)) {
 	defer close(in.done)
-	for j := range in.jobs {
-		run(j)
+	var (
+		mu    sync.Mutex // lanes, and a lane's emptiness when it ends
+		lanes = map[*session]chan *job{}
+		wg    sync.WaitGroup
+	)
+	done := func(j *job) {
 		j.finish()
 		for _, req := range in.takePings() {
-			answer(req)
+			if answer != nil {
+				answer(req)
+			}
 		}
 	}
+	lane := func(sess *session, jobs chan *job) {
+		defer wg.Done()
+		for {
+			mu.Lock()
+			select {
+			case j := <-jobs:
+				mu.Unlock()
+				run(j)
+				done(j)
+			default: // drained: the lane ends, and the next frame starts another
+				delete(lanes, sess)
+				mu.Unlock()
+				return
+			}
+		}
+	}
+	for j := range in.jobs {
+		if j.sess == nil {
+			run(j)
+			done(j)
+			continue
+		}
+		mu.Lock()
+		jobs, ok := lanes[j.sess]
+		if !ok {
+			jobs = make(chan *job, cap(in.jobs)+1)
+			lanes[j.sess] = jobs
+			wg.Add(1)
+			go lane(j.sess, jobs)
+		}
+		jobs <- j // never blocks: a lane holds at most the connection's queue
+		mu.Unlock()
+	}
+	wg.Wait()
 }
 
 // takePings returns the Pings deferred until now.

@@ -152,9 +152,9 @@ func TestMaxPrefillRefused(t *testing.T) {
 // A connection may have at most MaxQueue frames the stage has not
 // finished, holding at most MaxInFlight tokens; past either the frame is
 // refused with code limit, naming the flag, and the frames admitted are
-// computed. A Ping that arrives while a frame computes is answered when
-// that frame is done, as before the queue (a head without heartbeats
-// still hears nothing from a stage that is computing).
+// computed. A Ping that arrives while frames compute is answered when the
+// first of them is done (a head without heartbeats still hears nothing
+// from a stage that is computing).
 func TestQueueAndInFlightLimits(t *testing.T) {
 	w := wideWeights(t, 512)
 	srv, addr, _ := startLogged(t, w, stage.Config{Timeout: 30 * time.Second, MaxQueue: 2, MaxInFlight: 300, Heartbeat: -1})
@@ -195,9 +195,10 @@ func TestQueueAndInFlightLimits(t *testing.T) {
 		}
 		order = append(order, fmt.Sprintf("%v %d", f.Kind, f.Request))
 	}
-	// The refusals come first (the reader sends them at once), then the
-	// first prefill's result, the Ping's answer after it, then the rest.
-	want := "[error 11 error 14 result 10 ping 13 result 12]"
+	// The refusals come first (the reader sends them at once). Sessions 1
+	// and 2 compute side by side in the shared steps, so session 2's short
+	// prefill ends first, the Ping's answer after it, then session 1's.
+	want := "[error 11 error 14 result 12 ping 13 result 10]"
 	if fmt.Sprint(order) != want {
 		t.Errorf("answers %v, want %s", order, want)
 	}

@@ -12,7 +12,7 @@ type refusalCounters struct {
 	conns, preHandshake, handshakes, trickled      atomic.Uint64
 	sessions, sessionsPerConn, sessionsPerIdentity atomic.Uint64
 	prefill, inFlight, queueFull                   atomic.Uint64
-	idle, routes, cancelled                        atomic.Uint64
+	idle, routes, cancelled, kv                    atomic.Uint64
 	// failedHellos counts connections that ended before their handshake
 	// for any reason, refused or not: it paces the log, not a metric.
 	failedHellos atomic.Uint64
@@ -28,6 +28,6 @@ func (s *Server) Refusals() wire.Refusals {
 		Conns: r.conns.Load(), PreHandshake: r.preHandshake.Load(), Handshakes: r.handshakes.Load(), Trickled: r.trickled.Load(),
 		Sessions: r.sessions.Load(), SessionsPerConn: r.sessionsPerConn.Load(), SessionsPerIdentity: r.sessionsPerIdentity.Load(),
 		Prefill: r.prefill.Load(), InFlight: r.inFlight.Load(), QueueFull: r.queueFull.Load(),
-		Idle: r.idle.Load(), Routes: r.routes.Load(), Cancelled: r.cancelled.Load(),
+		Idle: r.idle.Load(), Routes: r.routes.Load(), Cancelled: r.cancelled.Load(), KV: r.kv.Load(),
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/seamlm/seam/auth"
+	"github.com/seamlm/seam/batch"
 	"github.com/seamlm/seam/link"
 	"github.com/seamlm/seam/model"
 	"github.com/seamlm/seam/wire"
@@ -78,6 +79,17 @@ type Config struct {
 	// requests and live as long as the head's connection to the upstream
 	// stage, which that stage's own idle deadline covers.
 	IdleTimeout time.Duration
+	// KVBudget bounds the bytes of KV cache all sessions hold (0:
+	// unbounded). Caches grow in blocks as positions fill; a frame whose
+	// positions find no room is refused (code limit), and the session may
+	// go on once others free theirs. KVF16 stores keys and values as f16.
+	KVBudget int64
+	KVF16    bool
+	// Chunk is the most positions of one session in one batched step
+	// (batch.DefaultChunk when zero): every active session's frames run
+	// together, each weight matrix streamed once per step, and a long
+	// prefill goes a chunk per step so that it does not stall the others.
+	Chunk int
 }
 
 // DefaultHeartbeat is the default Config.Heartbeat: a few times shorter
@@ -119,6 +131,8 @@ type Server struct {
 	stats      counters        // reported to heads that ping (stats.go)
 	refusals   refusalCounters // one per limit (refusals.go)
 	damaged    error           // the first fault on the mapped weights (weights.go), under mu
+	kv         *model.KVPool   // every session's KV cache blocks
+	batcher    *batch.Batcher  // runs every session's frames in shared steps
 }
 
 // New returns a stage for cfg.
@@ -150,6 +164,17 @@ func New(cfg Config) (*Server, error) {
 		s.log = slog.Default()
 	}
 	s.log = s.log.With("stage", cfg.Name)
+	newPool := model.NewKVPool
+	if cfg.KVF16 {
+		newPool = model.NewKVPoolF16
+	}
+	var err error
+	if s.kv, err = newPool(cfg.KVBudget, 0); err != nil {
+		return nil, fmt.Errorf("stage: %w", err)
+	}
+	if s.batcher, err = batch.New(batch.Config{Model: cfg.Model, Chunk: cfg.Chunk, Guard: s.withWeights}); err != nil {
+		return nil, fmt.Errorf("stage: %w", err)
+	}
 	return s, nil
 }
 
@@ -287,6 +312,7 @@ func (s *Server) stop(reason string) error {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
+	s.batcher.Close() // no handler is left to use it
 	return nil
 }
 

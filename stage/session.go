@@ -52,6 +52,7 @@ type session struct {
 	// epoch is cancelled when the head resets or closes the session or
 	// disconnects; a frame that arrived in an earlier epoch is abandoned.
 	epoch  atomic.Pointer[epoch]
+	closed bool // its KV blocks went back to the pool: no frame may run, under mu
 	state  *model.State
 	x      []float32 // tokens x dim activations
 	logits []float32 // tokens x vocab
@@ -89,7 +90,7 @@ func (s *Server) openSession(hc *headConn, id uint64) error {
 		return err
 	}
 	w := s.cfg.Model.W
-	st, err := s.cfg.Model.NewState(w.First, w.Last)
+	st, err := s.cfg.Model.NewStateIn(w.First, w.Last, s.kv)
 	if err != nil {
 		return err
 	}
@@ -119,6 +120,14 @@ func (s *Server) admitSession(hc *headConn) error {
 	return nil
 }
 
+// release gives the session's KV blocks back to the pool, for good.
+func (sess *session) release() {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	sess.closed = true
+	sess.state.Release()
+}
+
 // reset clears the session for its head's Reset. Frames that arrived
 // before it are abandoned (the one computing within a chunk), so the
 // state is cleared only after them, as the head ordered.
@@ -134,6 +143,11 @@ func (sess *session) reset() {
 // forget removes a session of hc and its place in the quotas; the caller
 // holds s.mu.
 func (s *Server) forget(hc *headConn, id uint64) {
+	if sess := s.sessions[id]; sess != nil {
+		// Its frames are being abandoned (its epoch ended); the blocks go
+		// back once the one computing, which holds sess.mu, has stopped.
+		go sess.release()
+	}
 	delete(s.sessions, id)
 	hc.sessions--
 	if s.identities[hc.identity]--; s.identities[hc.identity] <= 0 {
@@ -356,6 +370,9 @@ func (s *Server) process(j *job, head *headConn, up *peer) error {
 	}
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
+	if sess.closed {
+		return s.abandon(f, 0, errClosedByHead)
+	}
 	if err := sess.owns(head, up); err != nil {
 		return fmt.Errorf("stage %q, session %d: %w", s.cfg.Name, f.Session, err)
 	}
@@ -379,12 +396,12 @@ func (s *Server) process(j *job, head *headConn, up *peer) error {
 	if err := s.input(sess, f, n); err != nil {
 		return err
 	}
-	if err := s.runLayers(j, sess, n); err != nil {
-		return err
-	}
 	m := metaOf(f)
 	if s.cfg.Model.W.HasHead() {
 		return s.result(j, sess, m, n, start)
+	}
+	if err := s.runLayers(j, sess, n, nil); err != nil {
+		return err
 	}
 	s.stats.computed(n, start)
 	j.finish()
@@ -445,14 +462,9 @@ func (s *Server) result(j *job, sess *session, m wire.Meta, n int, start time.Ti
 	}
 	count := n - first
 	sess.logits = grow(sess.logits, count*cfg.VocabSize)
-	for i := first; i < n; i++ {
-		if err := j.stopped(); err != nil { // all the logits of a long prefill take a while too
-			return s.abandon(f, n, err)
-		}
-		out := sess.logits[(i-first)*cfg.VocabSize : (i-first+1)*cfg.VocabSize]
-		if err := s.cfg.Model.Head(sess.x[i*cfg.Dim:(i+1)*cfg.Dim], out); err != nil {
-			return err
-		}
+	// The layers and the classifier, in the shared steps.
+	if err := s.runLayers(j, sess, n, sess.logits[:count*cfg.VocabSize]); err != nil {
+		return err
 	}
 	m.Start = f.Start + uint32(first)
 	s.stats.computed(n, start) // the logits are computed; sending is not computing

@@ -1,6 +1,8 @@
 package stage
 
 import (
+	"github.com/seamlm/seam/batch"
+	"github.com/seamlm/seam/model"
 	"sync/atomic"
 	"time"
 
@@ -8,17 +10,16 @@ import (
 )
 
 // counters are what a stage tells a head that pings it: cumulative work and
-// traffic, so that the head can show time and bytes per token.
+// traffic, so that the head can show time and bytes per token (the compute
+// time is the batcher's).
 type counters struct {
-	computeNs   atomic.Uint64
 	positions   atomic.Uint64
 	downBytes   atomic.Uint64
 	resultBytes atomic.Uint64
 }
 
-// computed records n positions computed since start.
+// computed records n positions computed (the frame began at start).
 func (c *counters) computed(n int, start time.Time) {
-	c.computeNs.Add(uint64(time.Since(start)))
 	c.positions.Add(uint64(n))
 }
 
@@ -40,13 +41,12 @@ func (s *Server) Stats() wire.StageStats {
 	s.mu.Lock()
 	n := len(s.sessions)
 	s.mu.Unlock()
-	w := s.cfg.Model.W
-	c := s.cfg.Model.Config()
-	perSession := uint64(w.Last-w.First) * uint64(c.SeqLen) * uint64(c.KVDim()) * 2 * 4
+	// Compute time is the batcher's: frames of several sessions share
+	// its steps, so their own durations overlap.
 	return wire.StageStats{
-		ComputeNanos: s.stats.computeNs.Load(), Positions: s.stats.positions.Load(),
+		ComputeNanos: uint64(s.batcher.Stats().Busy), Positions: s.stats.positions.Load(),
 		DownBytes: s.stats.downBytes.Load(), ResultBytes: s.stats.resultBytes.Load(),
-		KVBytes: uint64(n) * perSession, Sessions: uint32(n), MaxSessions: uint32(s.cfg.MaxSessions),
+		KVBytes: uint64(s.kv.Used()), Sessions: uint32(n), MaxSessions: uint32(s.cfg.MaxSessions),
 		MaxPrefill: uint32(s.cfg.MaxPrefill), Refusals: s.Refusals(),
 	}
 }
@@ -87,3 +87,10 @@ func (s *Server) heartbeat(hc *headConn) (stop func()) {
 	}()
 	return func() { close(done) }
 }
+
+// BatchStats are the stage's batcher's counters: steps run, positions
+// computed in them, and the time spent computing.
+func (s *Server) BatchStats() batch.Stats { return s.batcher.Stats() }
+
+// KVPool is the pool of the sessions' KV cache blocks.
+func (s *Server) KVPool() *model.KVPool { return s.kv }

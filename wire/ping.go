@@ -63,12 +63,13 @@ type Refusals struct {
 	Idle                uint64 // connections closed for sending nothing: --timeout before the handshake, --idle-timeout after it
 	Routes              uint64 // routes refused or failed: not allowed, or the dial or the downstream handshake failed
 	Cancelled           uint64 // frames abandoned, queued or mid-computation: their head closed or reset the session, or a connection they needed ended
+	KV                  uint64 // frames refused: the KV cache budget (--kv-budget) had no room for their positions
 }
 
 // counters lists the fields in wire order.
 func (r *Refusals) counters() [refusalCounters]*uint64 {
 	return [refusalCounters]*uint64{&r.Conns, &r.PreHandshake, &r.Handshakes, &r.Trickled, &r.Sessions, &r.SessionsPerConn,
-		&r.SessionsPerIdentity, &r.Prefill, &r.InFlight, &r.QueueFull, &r.Idle, &r.Routes, &r.Cancelled}
+		&r.SessionsPerIdentity, &r.Prefill, &r.InFlight, &r.QueueFull, &r.Idle, &r.Routes, &r.Cancelled, &r.KV}
 }
 
 // Sizes of a StageStats payload.
@@ -77,7 +78,7 @@ const (
 	StatsSize = 48
 	// StatsSizeRefusals is the size from RefusalsGeneration on.
 	StatsSizeRefusals = StatsSize + 4 + 8*refusalCounters
-	refusalCounters   = 13
+	refusalCounters   = 14
 )
 
 // StatsSizeFor is the size of a stage's stats in generation gen.

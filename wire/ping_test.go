@@ -93,13 +93,13 @@ func refusalsForTest() Refusals {
 }
 
 // From RefusalsGeneration on the stats carry the prefill limit and the
-// refusal counters, in 156 bytes; an older generation's 48 bytes carry
+// refusal counters, in 164 bytes; an older generation's 48 bytes carry
 // neither, so an old head never meets the longer payload.
 func TestStageStatsRefusalsByGeneration(t *testing.T) {
 	want := StageStats{ComputeNanos: 7, Positions: 9, KVBytes: 1 << 20, Sessions: 2, MaxSessions: 64, MaxPrefill: 4096, Refusals: refusalsForTest()}
 	b := AppendStageStatsFor(nil, &want, RefusalsGeneration)
-	if len(b) != StatsSizeRefusals || StatsSizeRefusals != 156 {
-		t.Fatalf("generation %d stats are %d bytes (StatsSizeRefusals %d), want 156", RefusalsGeneration, len(b), StatsSizeRefusals)
+	if len(b) != StatsSizeRefusals || StatsSizeRefusals != 164 {
+		t.Fatalf("generation %d stats are %d bytes (StatsSizeRefusals %d), want 164", RefusalsGeneration, len(b), StatsSizeRefusals)
 	}
 	if got, err := DecodeStageStatsFor(RefusalsGeneration, b); err != nil || got != want {
 		t.Fatalf("generation %d: %+v, %v; want %+v", RefusalsGeneration, got, err, want)
@@ -126,7 +126,7 @@ func TestStageStatsRefusalsByGeneration(t *testing.T) {
 	}
 }
 
-// A Ping's answer must have its generation's size: the 156-byte answer is
+// A Ping's answer must have its generation's size: the 164-byte answer is
 // malformed in generation 3, and the 48-byte one from generation 4 on.
 func TestPingSizeByGeneration(t *testing.T) {
 	for _, c := range []struct {

@@ -29,7 +29,7 @@ type apiEngine struct {
 // planned pool (--pool), supervised so that a lost chain is re-dialled.
 func openEngine(ctx context.Context, modelPath, tokPath string, f *splitFlags, kv *kvFlags, poll time.Duration) (*apiEngine, error) {
 	if !f.active() {
-		budget, err := kv.bytes()
+		budget, err := kv.bytes("head")
 		if err != nil {
 			return nil, err
 		}

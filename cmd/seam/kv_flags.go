@@ -18,7 +18,7 @@ type kvFlags struct {
 }
 
 func (f *kvFlags) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.budget, "kv-budget", "auto", "bytes of KV cache all sessions may hold, e.g. 4GiB; a request whose prompt and max tokens do not fit is refused (429). auto: half the memory available at start")
+	cmd.Flags().StringVar(&f.budget, "kv-budget", "auto", "bytes of KV cache all sessions may hold, e.g. 4GiB; caches grow in blocks as positions fill, and work that does not fit is refused (seam api: 429; a stage: an error naming the limit). auto: half the memory available at start")
 	cmd.Flags().BoolVar(&f.f16, "kv-f16", false, "store keys and values as f16: half the KV memory, at a small quality cost (docs/benchmarks.md)")
 	cmd.Flags().IntVar(&f.chunk, "prefill-chunk", batch.DefaultChunk, "prompt tokens one session runs per batched step: smaller keeps other sessions' inter-token latency low while a long prompt is read, larger reads the prompt faster")
 }
@@ -33,8 +33,8 @@ func (f *kvFlags) changed(cmd *cobra.Command) string {
 	return ""
 }
 
-// bytes resolves --kv-budget.
-func (f *kvFlags) bytes() (int64, error) {
+// bytes resolves --kv-budget for who (in the log).
+func (f *kvFlags) bytes(who string) (int64, error) {
 	if f.budget != "auto" {
 		b, err := cluster.ParseSize(f.budget)
 		if err != nil {
@@ -47,6 +47,6 @@ func (f *kvFlags) bytes() (int64, error) {
 		return 0, fmt.Errorf("--kv-budget auto: %w (give a size)", err)
 	}
 	b := avail / 2
-	slog.Info("KV cache budget: half the memory available", "session", 0, "stage", "head", "budget_bytes", b, "available_bytes", avail)
+	slog.Info("KV cache budget: half the memory available", "session", 0, "stage", who, "budget_bytes", b, "available_bytes", avail)
 	return b, nil
 }

@@ -24,6 +24,7 @@ func newServeCmd() *cobra.Command {
 		linkMbps, linkLatMs             float64
 		memory                          string
 		af                              authFlags
+		kv                              kvFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --model DIR [--layers A:B] --listen ADDR",
@@ -71,11 +72,16 @@ loopback experiments; the head must then use --insecure too.`,
 			if err != nil {
 				return err
 			}
+			kvBudget, err := kv.bytes(name)
+			if err != nil {
+				return err
+			}
 			if layers == "" {
 				if cmd.Flags().Changed("max-sessions") {
 					return fmt.Errorf("--max-sessions: a pool member holds as many sessions as the head's plan budgets for (seam run --pool --sessions N)")
 				}
-				base := stage.Config{Timeout: timeout, AllowDownstream: allowDown, Auth: ac, MaxConns: maxConns, Heartbeat: heartbeat}
+				base := stage.Config{Timeout: timeout, AllowDownstream: allowDown, Auth: ac, MaxConns: maxConns, Heartbeat: heartbeat,
+					KVBudget: kvBudget, KVF16: kv.f16, Chunk: kv.chunk}
 				lf.apply(&base)
 				ps := poolServe{modelPath: modelPath, listen: listen, name: name, memory: memory, verify: verifyWeights(cmd, name, modelPath, verify), base: base}
 				return ps.run(cmd, lc)
@@ -99,7 +105,7 @@ loopback experiments; the head must then use --insecure too.`,
 				return fmt.Errorf("%s: %w", modelPath, err)
 			}
 			cfg := stage.Config{Model: mod, Identity: id, Name: name, Link: lc, Timeout: timeout, MaxSessions: maxSessions, MaxConns: maxConns,
-				AllowDownstream: allowDown, Logger: slog.Default(), Auth: ac, Heartbeat: heartbeat}
+				AllowDownstream: allowDown, Logger: slog.Default(), Auth: ac, Heartbeat: heartbeat, KVBudget: kvBudget, KVF16: kv.f16, Chunk: kv.chunk}
 			lf.apply(&cfg)
 			if err := stage.UseCodecs(&cfg, m.Codecs); err != nil {
 				return err
@@ -131,6 +137,7 @@ loopback experiments; the head must then use --insecure too.`,
 	lf.register(cmd)
 	registerLinkFlags(cmd, &linkMbps, &linkLatMs)
 	af.register(cmd)
+	kv.register(cmd)
 	cmd.MarkFlagRequired("model")
 	return cmd
 }
