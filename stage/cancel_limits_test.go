@@ -88,9 +88,15 @@ func TestHeadDisconnectStopsPrefill(t *testing.T) {
 	if err := fr.WriteTokenIDs(wire.KindPrefill, 0, wire.Meta{Session: 1, Request: 2}, tokens(4096, w.Config.VocabSize)); err != nil {
 		t.Fatal(err)
 	}
-	if busy := cpuRate(t, 500*time.Millisecond); busy < 0.5 {
-		t.Fatalf("%.2f cores busy while the prefill should compute: the test shows nothing", busy)
+	// The prefill is computing: its positions go through the steps. (A
+	// CPU-rate check here failed under -race on a loaded CI machine, where
+	// the test process got 0.42 cores.)
+	for t0 := time.Now(); srv.BatchStats().Tokens == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Since(t0) > 10*time.Second {
+			t.Fatal("the prefill computed no position in 10 s: the test shows nothing")
+		}
 	}
+	t.Logf("%.2f cores busy while the prefill computes", cpuRate(t, 300*time.Millisecond))
 	c.Close()
 	took := waitCancelled(t, srv, 1, abandonBound)
 	busy := cpuRate(t, 500*time.Millisecond)
