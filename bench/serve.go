@@ -28,6 +28,12 @@ type ServeOptions struct {
 	// Steps, when set, returns the batched steps run so far and the weight
 	// bytes one step streams, for the GB/s of weights streamed.
 	Steps func() (steps uint64, bytesPerStep int64)
+	// LongPrompt, when > 0, adds one more stream once the first stream is
+	// half way through its output: a prompt of LongPrompt tokens and one
+	// generated token, arriving mid-load. It is left out of the figures but
+	// its time to first token (LongTTFT), so that they show what the
+	// others suffer from it.
+	LongPrompt int
 	// Timeout bounds the whole run (default 10 minutes).
 	Timeout  time.Duration
 	Progress io.Writer
@@ -56,6 +62,8 @@ type ServeResult struct {
 	Utilisation   []float64 `json:"stage_utilisation"` // busy fraction per stage
 	Steps         uint64    `json:"steps,omitempty"`   // batched steps in the run
 	GBs           float64   `json:"weights_gb_s,omitempty"`
+	LongPrompt    int       `json:"long_prompt_tokens,omitempty"` // the prompt that arrived mid-load
+	LongTTFT      float64   `json:"long_prompt_ttft_ms,omitempty"`
 }
 
 // String is a human summary.
@@ -68,6 +76,9 @@ func (r ServeResult) String() string {
 		r.Streams, r.Prompt, r.Output, r.TokS, r.StreamTokS, r.TTFTp50, r.TTFTp99, r.ITLp50, r.ITLp99, r.ITLWorstP99, r.ITLWorstRatio, strings.Join(util, " "))
 	if r.Steps > 0 {
 		s += fmt.Sprintf("; %d steps, %.1f GB/s of weights", r.Steps, r.GBs)
+	}
+	if r.LongPrompt > 0 {
+		s += fmt.Sprintf("; a %d-token prompt arrived mid-load, first token after %.1f ms", r.LongPrompt, r.LongTTFT)
 	}
 	return s
 }
@@ -102,11 +113,34 @@ func Serve(ctx context.Context, o ServeOptions) (ServeResult, error) {
 	}
 	streams := make([]stream, o.Streams)
 	var wg sync.WaitGroup
+	half := make(chan struct{})
+	var halfOnce sync.Once
 	t0 := time.Now()
 	for i := range streams {
-		wg.Go(func() { streams[i] = runStream(ctx, o, i) })
+		wg.Go(func() {
+			var mark func(int)
+			if i == 0 {
+				mark = func(k int) {
+					if k >= o.Output/2 {
+						halfOnce.Do(func() { close(half) })
+					}
+				}
+			}
+			streams[i] = runStream(ctx, o, i, o.Prompt, o.Output, mark)
+			halfOnce.Do(func() { close(half) })
+		})
+	}
+	var long stream
+	if o.LongPrompt > 0 {
+		wg.Go(func() {
+			<-half
+			long = runStream(ctx, o, o.Streams, o.LongPrompt, 1, nil)
+		})
 	}
 	wg.Wait()
+	if long.err != nil {
+		return ServeResult{}, fmt.Errorf("the %d-token prompt: %w", o.LongPrompt, long.err)
+	}
 	wall := time.Since(t0)
 	for i, s := range streams {
 		if s.err != nil {
@@ -114,6 +148,9 @@ func Serve(ctx context.Context, o ServeOptions) (ServeResult, error) {
 		}
 	}
 	r := summarize(o, streams, wall)
+	if o.LongPrompt > 0 {
+		r.LongPrompt, r.LongTTFT = o.LongPrompt, ms(long.first.Sub(long.start))
+	}
 	if o.Busy != nil {
 		for i, b := range o.Busy() {
 			if i < len(busy0) {
@@ -129,8 +166,9 @@ func Serve(ctx context.Context, o ServeOptions) (ServeResult, error) {
 	return r, nil
 }
 
-// runStream prefills one stream's prompt and decodes greedily.
-func runStream(ctx context.Context, o ServeOptions, i int) (s stream) {
+// runStream prefills one stream's prompt of prompt tokens and decodes
+// greedily to output tokens, calling mark (when set) after each.
+func runStream(ctx context.Context, o ServeOptions, i, promptLen, output int, mark func(int)) (s stream) {
 	s.start = time.Now()
 	sess, err := o.Engine.NewSession(ctx)
 	if err != nil {
@@ -138,7 +176,7 @@ func runStream(ctx context.Context, o ServeOptions, i int) (s stream) {
 		return s
 	}
 	defer sess.Close()
-	prompt := make([]int, o.Prompt)
+	prompt := make([]int, promptLen)
 	for p := range prompt {
 		prompt[p] = 1 + (i*7919+p*31)%(o.Vocab-1)
 	}
@@ -149,14 +187,17 @@ func runStream(ctx context.Context, o ServeOptions, i int) (s stream) {
 	}
 	s.first = time.Now()
 	last := s.first
-	for k := 1; k < o.Output; k++ {
-		if next, err = forwardArgmax(ctx, sess, []int{next}, o.Prompt+k-1); err != nil {
+	for k := 1; k < output; k++ {
+		if next, err = forwardArgmax(ctx, sess, []int{next}, promptLen+k-1); err != nil {
 			s.err = fmt.Errorf("token %d: %w", k+1, err)
 			return s
 		}
 		now := time.Now()
 		s.gaps = append(s.gaps, now.Sub(last))
 		last = now
+		if mark != nil {
+			mark(k)
+		}
 	}
 	s.last = last
 	return s

@@ -34,19 +34,31 @@ func ServeCurve(ctx context.Context, w *model.Weights, id wire.Digest, setup Ser
 	defer e.close()
 	o.Engine, o.Vocab = e.engine, w.Config.VocabSize
 	warm := o
-	warm.Streams, warm.Output, warm.Progress = 1, min(8, o.Output), nil
+	warm.Streams, warm.Output, warm.Progress, warm.LongPrompt = 1, min(8, o.Output), nil, 0
 	if _, err := Serve(ctx, warm); err != nil {
 		return nil, fmt.Errorf("warm-up: %w", err)
 	}
 	var out []ServeResult
 	for _, n := range counts {
-		o.Streams = n
-		r, err := Serve(ctx, o)
-		if err != nil {
-			return out, fmt.Errorf("%d streams: %w", n, err)
+		// With a long prompt, each count runs without it and with it, in
+		// alternating order from one count to the next.
+		runs := []int{0}
+		if o.LongPrompt > 0 {
+			runs = []int{0, o.LongPrompt}
+			if len(out)%4 == 2 {
+				runs = []int{o.LongPrompt, 0}
+			}
 		}
-		progress(o.Progress, "%s", r)
-		out = append(out, r)
+		for _, long := range runs {
+			p := o
+			p.Streams, p.LongPrompt = n, long
+			r, err := Serve(ctx, p)
+			if err != nil {
+				return out, fmt.Errorf("%d streams: %w", n, err)
+			}
+			progress(o.Progress, "%s", r)
+			out = append(out, r)
+		}
 	}
 	return out, nil
 }

@@ -32,6 +32,15 @@ func TestServeCurve(t *testing.T) {
 			}
 		}
 		if split == 0 {
+			o := o
+			o.LongPrompt = 100
+			long, err := ServeCurve(context.Background(), w, wire.Digest{9}, ServeSetup{}, []int{3}, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(long) != 2 || long[0].LongPrompt != 0 || long[1].LongPrompt != 100 || long[1].LongTTFT <= 0 {
+				t.Errorf("a long prompt mid-load: rows %+v, want one without it and one with its time to first token", long)
+			}
 			six := rows[1]
 			// 6 x (1 prompt step + 11 decode steps) tokens-steps if unbatched.
 			if six.Steps == 0 || six.Steps >= 6*12 {

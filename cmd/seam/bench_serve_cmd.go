@@ -74,6 +74,9 @@ GB/s of weights they streamed. Model loading is not timed.`,
 			if err != nil {
 				return err
 			}
+			if o.LongPrompt < 0 || o.LongPrompt+1 > m.Weights.Config.SeqLen {
+				return fmt.Errorf("--long-prompt %d: want 0 (none) or a prompt that fits the context of %d", o.LongPrompt, m.Weights.Config.SeqLen)
+			}
 			if o.Prompt+o.Output > m.Weights.Config.SeqLen {
 				return fmt.Errorf("--prompt %d and -n %d need %d positions; the context holds %d", o.Prompt, o.Output, o.Prompt+o.Output, m.Weights.Config.SeqLen)
 			}
@@ -87,7 +90,7 @@ GB/s of weights they streamed. Model loading is not timed.`,
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(rows)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 8, 2, ' ', 0)
-			fmt.Fprintf(tw, "streams\ttok/s\tper stream\tTTFT p50 ms\tTTFT p99 ms\tITL p50 ms\tITL p99 ms\tworst p99/p50\tstage busy\tweights GB/s\n")
+			fmt.Fprintf(tw, "streams\tlong prompt\ttok/s\tper stream\tTTFT p50 ms\tTTFT p99 ms\tITL p50 ms\tITL p99 ms\tworst p99/p50\tstage busy\tweights GB/s\n")
 			for _, r := range rows {
 				util := make([]string, len(r.Utilisation))
 				for i, u := range r.Utilisation {
@@ -97,7 +100,11 @@ GB/s of weights they streamed. Model loading is not timed.`,
 				if r.Steps > 0 {
 					gbs = fmt.Sprintf("%.1f", r.GBs)
 				}
-				fmt.Fprintf(tw, "%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.2f\t%s\t%s\n", r.Streams, r.TokS, r.StreamTokS, r.TTFTp50, r.TTFTp99,
+				long := "-"
+				if r.LongPrompt > 0 {
+					long = fmt.Sprintf("%d (TTFT %.0f ms)", r.LongPrompt, r.LongTTFT)
+				}
+				fmt.Fprintf(tw, "%d\t%s\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.2f\t%s\t%s\n", r.Streams, long, r.TokS, r.StreamTokS, r.TTFTp50, r.TTFTp99,
 					r.ITLp50, r.ITLp99, r.ITLWorstRatio, strings.Join(util, " "), gbs)
 			}
 			return tw.Flush()
@@ -110,6 +117,7 @@ GB/s of weights they streamed. Model loading is not timed.`,
 	fl.StringVar(&counts, "streams", "1,4,16", "concurrent stream counts to run, one after the other")
 	fl.IntVar(&o.Prompt, "prompt", 16, "prompt tokens per stream")
 	fl.IntVarP(&o.Output, "tokens", "n", 64, "tokens each stream generates")
+	fl.IntVar(&o.LongPrompt, "long-prompt", 0, "also run each stream count with one more stream, a prompt of this many tokens arriving when the first stream is half way: how much a long prompt costs the others")
 	fl.IntVar(&setup.Chunk, "prefill-chunk", batch.DefaultChunk, "prompt tokens one session runs per batched step")
 	fl.BoolVar(&setup.F16KV, "kv-f16", false, "f16 KV caches")
 	fl.BoolVar(&asJSON, "json", false, "print a JSON array, one object per stream count")
