@@ -248,18 +248,19 @@ func (up *unpacked) interleave(w *tensor.Tensor, r0, r1, unitVals int) {
 	}
 }
 
-// gemmRows computes rows [r0, r1) of p for every vector with the GEMM
-// kernels, reporting false when there are none for p's type at this level.
-func (j *job) gemmRows(p *product, r0, r1 int, scratch *[]float32) bool {
+// gemmRows computes rows [r0, r1) of p with the GEMM kernels for the
+// vectors of whole tiles, and returns how many vectors it did: 0 when there
+// are no kernels for p's type at this level, or fewer vectors than a tile.
+func (j *job) gemmRows(p *product, r0, r1 int, scratch *[]float32) int {
 	if noGEMM {
-		return false
+		return 0
 	}
 	if p.intDot {
 		return j.gemmIntRows(p, r0, r1, scratch)
 	}
 	w := p.w
 	if j.tokens < gemmGroup || !gemmF32OK() || w.Cols%32 != 0 {
-		return false
+		return 0
 	}
 	cols, rows, groups := w.Cols, w.Rows, j.tokens/gemmGroup
 	direct := w.Type == tensor.F32 && aligned4(w.Data)
@@ -300,20 +301,16 @@ func (j *job) gemmRows(p *product, r0, r1 int, scratch *[]float32) bool {
 			}
 		}
 	}
-	// The vectors after the last whole group, one at a time.
-	for t := groups * gemmGroup; t < j.tokens; t++ {
-		j.rowsOne(p, t, r0, r1, scratch)
-	}
-	return true
+	return groups * gemmGroup // the caller does the vectors after the last whole group
 }
 
 // gemmIntRows is gemmRows for the integer types.
-func (j *job) gemmIntRows(p *product, r0, r1 int, scratch *[]float32) bool {
+func (j *job) gemmIntRows(p *product, r0, r1 int, scratch *[]float32) int {
 	w := p.w
 	uv := unitValues(w.Type)
 	xp := j.packedFor(uv)
 	if xp == nil || xp.nunits%4 != 0 {
-		return false
+		return 0
 	}
 	up, _ := unpackedPool.Get().(*unpacked)
 	if up == nil {
@@ -335,10 +332,7 @@ func (j *job) gemmIntRows(p *product, r0, r1 int, scratch *[]float32) bool {
 				p.out[g*gemmIntVecs*rows+rb:], rows, n, &mins)
 		}
 	}
-	for t := groups * gemmIntVecs; t < j.tokens; t++ {
-		j.rowsOne(p, t, r0, r1, scratch)
-	}
-	return true
+	return groups * gemmIntVecs
 }
 
 // packedFor returns the job's vectors packed for units of unitVals, or nil

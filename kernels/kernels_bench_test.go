@@ -252,3 +252,43 @@ func BenchmarkMatMulBatch(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSmallBatchDRAM: a decode step of a few sessions, the weights
+// from main memory: MatMul of n vectors (rows a block at a time for the
+// vectors no tile takes, so the weights are read once) against n MatVecs
+// (what small batches did before: the weights read n times). ns/token is
+// per vector.
+func BenchmarkSmallBatchDRAM(b *testing.B) {
+	defer SetThreads(0)
+	for _, typ := range []tensor.DType{tensor.F32, tensor.Q8_0} {
+		rb, _ := typ.RowBytes(768)
+		var ws []*tensor.Tensor
+		for range (1024 << 20) / (2048 * rb) {
+			ws = append(ws, benchTensor(typ, 2048, 768))
+		}
+		for _, n := range []int{2, 3, 5} {
+			x := make([]float32, n*768)
+			for i := range x {
+				x[i] = float32(i%17)*0.01 - 0.08
+			}
+			out := make([]float32, n*2048)
+			for _, batched := range []bool{true, false} {
+				b.Run(fmt.Sprintf("%s/n=%d/batched=%v", typ, n, batched), func(b *testing.B) {
+					i := 0
+					for b.Loop() {
+						w := ws[i%len(ws)]
+						if batched {
+							MatMul(out, w, x, n)
+						} else {
+							for t := range n {
+								MatVec(out[t*2048:(t+1)*2048], w, x[t*768:(t+1)*768])
+							}
+						}
+						i++
+					}
+					b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/token")
+				})
+			}
+		}
+	}
+}
