@@ -165,17 +165,22 @@ func (b *Batcher) run() {
 	defer close(b.done)
 	var sc model.Scratch
 	var hx, hl []float32
-	var returning int          // sessions of the last step, likely to come back
+	recent := map[*model.State]uint64{} // sessions by the last step they were in
+	var step uint64
 	var lastStep time.Duration // how long it took
 	for range b.wake {
 		for {
-			b.gather(returning, lastStep)
+			b.gather(expected(recent, step), lastStep)
 			active := b.take()
 			if len(active) == 0 {
 				break
 			}
 			t0 := time.Now()
-			returning = b.step(&sc, active, &hx, &hl)
+			step++
+			for _, j := range active {
+				recent[j.st] = step
+			}
+			b.step(&sc, active, &hx, &hl)
 			lastStep = time.Since(t0)
 			b.busyNs.Add(int64(lastStep))
 		}
@@ -189,12 +194,27 @@ func (b *Batcher) run() {
 	b.mu.Unlock()
 }
 
-// gather waits briefly for the sessions that the last step finished to
-// send their next request, so that a step is not run for the first of them
-// alone and the next for the rest: until as many requests are pending, for
-// at most a tenth of the last step's time (and 2 ms). A session's next
-// request comes within microseconds of its result, so the wait costs
-// little, and a session that does not come back costs at most that.
+// expected is how many sessions ran in the last two steps (forgetting
+// older ones): those likely to send a request for the next.
+func expected(recent map[*model.State]uint64, step uint64) int {
+	n := 0
+	for st, last := range recent {
+		if last+2 < step {
+			delete(recent, st)
+			continue
+		}
+		n++
+	}
+	return n
+}
+
+// gather waits briefly for the sessions of the last steps to send their
+// next request, so that steps do not settle into running one session after
+// another (A alone, then B, who arrived during A, then A again): until as
+// many requests are pending, for at most a tenth of the last step's time
+// (and 2 ms). A session's next request comes within microseconds of its
+// result, so the wait costs little, and a session that does not come back
+// costs at most that, for two steps.
 func (b *Batcher) gather(returning int, last time.Duration) {
 	if returning < 2 {
 		return

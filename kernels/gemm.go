@@ -36,6 +36,15 @@ const (
 	gemmGroup    = 8  // vectors per float tile (the kernels are written for 8)
 	gemmRowBlock = 16 // float rows widened and applied to every group in turn
 
+	// Below these many vectors the tiles lose to rowsBlocked (the
+	// per-vector kernels over a block of rows at a time), which reads the
+	// weights once too without the tiles' packing and interleaving:
+	// BenchmarkSmallBatchDRAM, 2048x768 from memory on 2 threads
+	// (2026-12-02), ns per vector f32 at 8/16/32 vectors: blocked 42/34/32,
+	// tiles 60/38/28; q8_0 at 4/8/16: blocked 35/27/25, tiles 61/34/19.
+	gemmF32Min = 24
+	gemmIntMin = 12
+
 	gemmIntRows   = 16                        // rows per integer tile (a register's lanes)
 	gemmIntVecs   = 4                         // vectors per integer tile
 	gemmIntTile   = gemmIntRows * gemmIntVecs // results per integer tile
@@ -259,7 +268,7 @@ func (j *job) gemmRows(p *product, r0, r1 int, scratch *[]float32) int {
 		return j.gemmIntRows(p, r0, r1, scratch)
 	}
 	w := p.w
-	if j.tokens < gemmGroup || !gemmF32OK() || w.Cols%32 != 0 {
+	if j.tokens < gemmF32Min || !gemmF32OK() || w.Cols%32 != 0 {
 		return 0
 	}
 	cols, rows, groups := w.Cols, w.Rows, j.tokens/gemmGroup
@@ -350,7 +359,7 @@ func (j *job) packedFor(unitVals int) *gemmPacked {
 // unit size its products use, before the products start (spread over the
 // threads: a group of 4 vectors per item).
 func (j *job) pack() {
-	if j.xq == nil || j.tokens < gemmIntVecs || !gemmIntOK() || noGEMM {
+	if j.xq == nil || j.tokens < gemmIntMin || !gemmIntOK() || noGEMM {
 		return
 	}
 	for i := range j.np {

@@ -7,10 +7,13 @@ import (
 	"github.com/seamlm/seam/tensor"
 )
 
-// TestGEMMIsMatVec: a batch of n vectors (the GEMM tiles when n >= 8, with
-// a remainder of single vectors) gives every vector the bits MatVec gives
-// it, for every type, at every SIMD level, with odd block counts (a padded
-// last pair), and with rows split across threads in the finest chunks.
+// TestGEMMIsMatVec: a batch of n vectors gives every vector the bits MatVec
+// gives it, for every type, at every SIMD level, with odd block counts (a
+// padded last pair), and with rows split across threads in the finest
+// chunks. The counts cover every path: below the tiles' thresholds the
+// rows go a block at a time for every vector (2, 3, 8); the integer tiles
+// from gemmIntMin vectors (12, 13: a remainder), the f32 tiles from
+// gemmF32Min (24, 25, 40).
 func TestGEMMIsMatVec(t *testing.T) {
 	rng := rand.New(rand.NewPCG(31, 31))
 	defer SetThreads(0)
@@ -23,7 +26,7 @@ func TestGEMMIsMatVec(t *testing.T) {
 					continue
 				}
 				w := randTensor(rng, typ, 1+rng.IntN(40), cols, 32)
-				for _, n := range []int{8, 9, 17, 40} {
+				for _, n := range []int{2, 3, 8, gemmIntMin, gemmIntMin + 1, gemmF32Min, gemmF32Min + 1, 40} {
 					x := randVec(rng, n*cols)
 					want := make([]float32, n*w.Rows)
 					for tok := range n {

@@ -266,14 +266,17 @@ func BenchmarkSmallBatchDRAM(b *testing.B) {
 		for range (1024 << 20) / (2048 * rb) {
 			ws = append(ws, benchTensor(typ, 2048, 768))
 		}
-		for _, n := range []int{2, 3, 5} {
+		for _, n := range benchSmallN {
 			x := make([]float32, n*768)
 			for i := range x {
 				x[i] = float32(i%17)*0.01 - 0.08
 			}
 			out := make([]float32, n*2048)
-			for _, batched := range []bool{true, false} {
-				b.Run(fmt.Sprintf("%s/n=%d/batched=%v", typ, n, batched), func(b *testing.B) {
+			for _, mode := range benchSmallModes {
+				batched := mode != "matvecs"
+				b.Run(fmt.Sprintf("%s/n=%d/%s", typ, n, mode), func(b *testing.B) {
+					noGEMM = mode == "blocked"
+					defer func() { noGEMM = false }()
 					i := 0
 					for b.Loop() {
 						w := ws[i%len(ws)]
@@ -292,3 +295,8 @@ func BenchmarkSmallBatchDRAM(b *testing.B) {
 		}
 	}
 }
+
+var (
+	benchSmallN     = []int{2, 3, 4, 5, 8, 16, 32, 64}
+	benchSmallModes = []string{"gemm", "blocked", "matvecs", "blocked", "gemm"} // each twice around matvecs, in both orders
+)
