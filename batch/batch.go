@@ -74,6 +74,7 @@ type job struct {
 	logits []float32 // when not nil: the logits after the last heads tokens
 	heads  int
 	done   int
+	next   int // positions of this step, set by take
 	err    error
 	fin    chan struct{}
 }
@@ -233,25 +234,56 @@ func (b *Batcher) gather(returning int, last time.Duration) {
 
 // take returns the jobs of this step, oldest first, within MaxTokens;
 // cancelled ones are finished here.
+//
+// Prompt chunks share what is left of the step after the decode tokens,
+// and while sessions decode their chunks together take no more positions
+// than half the step's decode tokens (and at least minPrefill): a step's
+// cost grows with its positions (and a long prompt's attention with its
+// length), so a long prompt arriving under load raises the others'
+// inter-token time by well under 2x, and is read at the pace of their
+// decode; alone, it goes Chunk positions a step.
 func (b *Batcher) take() []*job {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var active, keep []*job
 	budget := b.cfg.MaxTokens
+	decodes := 0
 	for _, j := range b.pending {
 		if err := j.ctx.Err(); err != nil {
 			b.finish(j, err)
 			continue
 		}
 		keep = append(keep, j)
-		if n := min(j.n-j.done, b.cfg.Chunk); n <= budget && !b.closed {
+		if j.n-j.done == 1 && budget > 0 && !b.closed {
+			j.next = 1
 			active = append(active, j)
-			budget -= n
+			budget--
+			decodes++
 		}
 	}
 	b.pending = keep
+	prefill := budget
+	if decodes > 0 {
+		prefill = min(budget, max(decodes/2, minPrefill))
+	}
+	for _, j := range keep {
+		if j.n-j.done == 1 || b.closed {
+			continue
+		}
+		n := min(j.n-j.done, b.cfg.Chunk, prefill)
+		if n < 1 {
+			break
+		}
+		j.next = n
+		active = append(active, j)
+		prefill -= n
+	}
 	return active
 }
+
+// minPrefill is the least positions of prompts a step takes beside the
+// decode tokens: a prompt is read however many sessions decode.
+const minPrefill = 8
 
 // finish completes j; the caller holds mu.
 func (b *Batcher) finish(j *job, err error) {
@@ -268,7 +300,7 @@ func (b *Batcher) step(sc *model.Scratch, active []*job, hx, hl *[]float32) int 
 	items := make([]model.Item, 0, len(active))
 	var run []*job
 	for _, j := range active {
-		n := min(j.n-j.done, b.cfg.Chunk)
+		n := j.next
 		// Blocks are taken per session, so a session past the budget
 		// fails alone and the others run.
 		if err := j.st.Reserve(j.pos + j.done + n); err != nil {
