@@ -1,11 +1,13 @@
 package mapped_test
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/seamlm/seam/kernels"
 	"github.com/seamlm/seam/mapped"
@@ -74,4 +76,55 @@ func TestGuardCoversKernelHelpers(t *testing.T) {
 	// The kernels still work afterwards, helpers included.
 	good := &tensor.Tensor{Name: "good", Type: tensor.F32, Rows: rows, Cols: cols, Data: tensor.BytesOfF32(make([]float32, rows*cols))}
 	kernels.MatVec(out, good, x)
+}
+
+// A mapped file written to in place (same length), grown, or replaced is
+// reported by Changed, naming it; an untouched one is not.
+func TestChangedNoticesWrites(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	data := bytes.Repeat([]byte{1, 2, 3, 4}, 4096)
+	for _, c := range []struct {
+		name   string
+		change func(path string)
+		want   string
+	}{
+		{"untouched", func(string) {}, ""},
+		{"overwritten", func(p string) {
+			f, err := os.OpenFile(p, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.WriteAt([]byte{9, 9, 9, 9}, 100) // same length, other floats
+			f.Close()
+		}, "was written to while mapped"},
+		{"grown", func(p string) {
+			f, _ := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+			f.Write([]byte{0})
+			f.Close()
+		}, "changed size while mapped"},
+		{"replaced", func(p string) {
+			tmp := write("new", data)
+			os.Rename(tmp, p)
+		}, "was replaced by another file while mapped"},
+	} {
+		p := write(c.name, data)
+		f, err := mapped.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond) // a later modification time than the write's
+		c.change(p)
+		err = f.Changed()
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), p)) {
+			t.Errorf("%s: %v, want %q naming %s", c.name, err, c.want, p)
+		}
+		f.Close()
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"time"
 	"unsafe"
 
 	mmap "github.com/edsrzf/mmap-go"
@@ -15,6 +16,7 @@ import (
 type File struct {
 	path string
 	m    mmap.MMap
+	st   os.FileInfo // at Open: Changed compares the file with it
 }
 
 // Open maps the whole of path read-only. An empty file maps to an empty slice.
@@ -38,7 +40,7 @@ func Open(path string) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: mmap: %w", path, err)
 	}
-	mf := &File{path: path, m: m}
+	mf := &File{path: path, m: m, st: st}
 	live.add(mf)
 	return mf, nil
 }
@@ -58,6 +60,47 @@ func (f *File) Close() error {
 	err := f.m.Unmap()
 	f.m = nil
 	return err
+}
+
+// Changed returns an error naming the file when the file at the mapping's
+// path is no longer the one mapped as it was: removed, replaced by another
+// file, grown or shrunk, or written to (its modification time moved), nil
+// while it is unchanged. A write that keeps the length faults nothing and
+// changes the weights in place; this is how it is noticed.
+func (f *File) Changed() error {
+	if f == nil || f.st == nil {
+		return nil
+	}
+	now, err := os.Stat(f.path)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%s, mapped, is gone: %w", f.path, err)
+	case !os.SameFile(f.st, now):
+		return fmt.Errorf("%s was replaced by another file while mapped", f.path)
+	case now.Size() != f.st.Size():
+		return fmt.Errorf("%s changed size while mapped: %d bytes, was %d", f.path, now.Size(), f.st.Size())
+	case !now.ModTime().Equal(f.st.ModTime()):
+		return fmt.Errorf("%s was written to while mapped (modified %s, was %s)", f.path, now.ModTime().Format(time.RFC3339Nano), f.st.ModTime().Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
+// Changed checks every file this process has mapped (File.Changed) and
+// returns the first change, nil when none changed. A stage maps only its
+// own range's files, so this watches exactly its weights.
+func Changed() error {
+	live.mu.Lock()
+	files := make([]*File, 0, len(live.files))
+	for f := range live.files {
+		files = append(files, f)
+	}
+	live.mu.Unlock()
+	for _, f := range files {
+		if err := f.Changed(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // live is every open mapping, so that a fault address can be named by its

@@ -85,6 +85,13 @@ type Config struct {
 	// go on once others free theirs. KVF16 stores keys and values as f16.
 	KVBudget int64
 	KVF16    bool
+	// Watch, when set, is called every WatchEvery (default 1 s) to ask
+	// whether the files of the weights changed under their mappings
+	// (seam serve passes mapped.Changed: a write in place that keeps the
+	// length faults nothing). Its first error marks the weights damaged:
+	// every later request and session is refused, naming the file.
+	Watch      func() error
+	WatchEvery time.Duration
 	// Chunk is the most positions of one session in one batched step
 	// (batch.DefaultChunk when zero): every active session's frames run
 	// together, each weight matrix streamed once per step, and a long
@@ -132,6 +139,7 @@ type Server struct {
 	refusals   refusalCounters // one per limit (refusals.go)
 	damaged    error           // the first fault on the mapped weights (weights.go), under mu
 	kv         *model.KVPool   // every session's KV cache blocks
+	unwatch    chan struct{}   // closed by stop: ends the watch of the weights' files
 	batcher    *batch.Batcher  // runs every session's frames in shared steps
 }
 
@@ -174,6 +182,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	if s.batcher, err = batch.New(batch.Config{Model: cfg.Model, Chunk: cfg.Chunk, Guard: s.withWeights}); err != nil {
 		return nil, fmt.Errorf("stage: %w", err)
+	}
+	s.unwatch = make(chan struct{})
+	if cfg.Watch != nil {
+		go s.watch()
 	}
 	return s, nil
 }
@@ -313,6 +325,9 @@ func (s *Server) stop(reason string) error {
 	s.mu.Unlock()
 	s.wg.Wait()
 	s.batcher.Close() // no handler is left to use it
+	if first {
+		close(s.unwatch)
+	}
 	return nil
 }
 

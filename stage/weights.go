@@ -3,6 +3,7 @@ package stage
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/seamlm/seam/mapped"
 )
@@ -51,4 +52,26 @@ func (s *Server) damage() error {
 		return nil
 	}
 	return fmt.Errorf("stage %q cannot compute: its weights changed under it (%v); restart it once the files are whole", s.cfg.Name, d)
+}
+
+// watch asks Config.Watch every WatchEvery whether the weights' files
+// changed, and marks the weights damaged at the first change.
+func (s *Server) watch() {
+	every := s.cfg.WatchEvery
+	if every <= 0 {
+		every = time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.unwatch:
+			return
+		case <-t.C:
+		}
+		if err := s.cfg.Watch(); err != nil {
+			s.markDamaged(err)
+			return
+		}
+	}
 }

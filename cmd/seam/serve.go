@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/seamlm/seam/loader"
+	"github.com/seamlm/seam/mapped"
 	"github.com/seamlm/seam/model"
 	"github.com/seamlm/seam/stage"
 	"github.com/seamlm/seam/wire"
@@ -81,7 +82,7 @@ loopback experiments; the head must then use --insecure too.`,
 					return fmt.Errorf("--max-sessions: a pool member holds as many sessions as the head's plan budgets for (seam run --pool --sessions N)")
 				}
 				base := stage.Config{Timeout: timeout, AllowDownstream: allowDown, Auth: ac, MaxConns: maxConns, Heartbeat: heartbeat,
-					KVBudget: kvBudget, KVF16: kv.f16, Chunk: kv.chunk}
+					KVBudget: kvBudget, KVF16: kv.f16, Chunk: kv.chunk, Watch: mapped.Changed}
 				lf.apply(&base)
 				ps := poolServe{modelPath: modelPath, listen: listen, name: name, memory: memory, verify: verifyWeights(cmd, name, modelPath, verify), base: base}
 				return ps.run(cmd, lc)
@@ -105,7 +106,8 @@ loopback experiments; the head must then use --insecure too.`,
 				return fmt.Errorf("%s: %w", modelPath, err)
 			}
 			cfg := stage.Config{Model: mod, Identity: id, Name: name, Link: lc, Timeout: timeout, MaxSessions: maxSessions, MaxConns: maxConns,
-				AllowDownstream: allowDown, Logger: slog.Default(), Auth: ac, Heartbeat: heartbeat, KVBudget: kvBudget, KVF16: kv.f16, Chunk: kv.chunk}
+				AllowDownstream: allowDown, Logger: slog.Default(), Auth: ac, Heartbeat: heartbeat, KVBudget: kvBudget, KVF16: kv.f16, Chunk: kv.chunk,
+				Watch: mapped.Changed}
 			lf.apply(&cfg)
 			if err := stage.UseCodecs(&cfg, m.Codecs); err != nil {
 				return err
