@@ -2,40 +2,13 @@ package api_test
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/seamlm/seam/loader"
-	"github.com/seamlm/seam/model"
 	"github.com/seamlm/seam/pipeline"
 	"github.com/seamlm/seam/scheduler"
-	"github.com/seamlm/seam/stage"
 )
-
-// stagesOver serves m's layer ranges, each as its own stage.
-func stagesOver(t *testing.T, m *loader.Model, ranges [][2]int) []*stageProc {
-	t.Helper()
-	id, err := m.Identity()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var procs []*stageProc
-	for i, r := range ranges {
-		part := *m.Weights
-		part.First, part.Last = r[0], r[1]
-		mod, err := model.New(&part)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := &stageProc{cfg: stage.Config{Model: mod, Identity: id, Name: fmt.Sprintf("r-%d", i+1), Timeout: 5 * time.Second, Logger: quiet}}
-		p.start(t)
-		t.Cleanup(func() { p.srv.Close() })
-		procs = append(procs, p)
-	}
-	return procs
-}
 
 // A stream whose middle stage dies goes on through that stage's replica:
 // the client sees the whole model's text and [DONE], no error, and the
@@ -51,7 +24,7 @@ func TestStreamContinuesAcrossFailover(t *testing.T) {
 	}
 
 	n := m.Weights.Config.NLayers
-	procs := stagesOver(t, m, [][2]int{{0, 2}, {2, 4}, {2, 4}, {4, n}})
+	procs := stagesOver(t, m, [][2]int{{0, 2}, {2, 4}, {2, 4}, {4, n}}, 0)
 	id, _ := m.Identity()
 	positions := [][]string{{procs[0].addr}, {procs[1].addr, procs[2].addr}, {procs[3].addr}}
 	sup, err := pipeline.Supervise(context.Background(), positions, pipeline.Options{Identity: id, Config: m.Weights.Config, Timeout: 5 * time.Second, Logger: quiet},

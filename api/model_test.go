@@ -69,11 +69,18 @@ func (p *stageProc) kill() { p.srv.Close() }
 // startStages serves m as n stages; each stage delays what it sends by lat.
 func startStages(t testing.TB, m *loader.Model, n int, lat time.Duration) []*stageProc {
 	t.Helper()
-	id, err := m.Identity()
+	ranges, err := stage.EvenRanges(m.Weights.Config.NLayers, n)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ranges, err := stage.EvenRanges(m.Weights.Config.NLayers, n)
+	return stagesOver(t, m, ranges, lat)
+}
+
+// stagesOver serves m's layer ranges, each as its own stage delaying what
+// it sends by lat.
+func stagesOver(t testing.TB, m *loader.Model, ranges [][2]int, lat time.Duration) []*stageProc {
+	t.Helper()
+	id, err := m.Identity()
 	if err != nil {
 		t.Fatal(err)
 	}

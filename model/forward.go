@@ -363,24 +363,38 @@ func (m *Model) attentionBatch(sc *Scratch, items []Item, l int, q, out []float3
 // The cache is read block by block, in position order: the scores are one
 // dot product per position, and the weighted sum adds the positions' values
 // in order, so the blocks' size does not change a bit of the result. An f16
-// cache is widened a block at a time into wide (block x head_dim), exactly.
+// cache is widened a block at a time into wide (block x head_dim), exactly,
+// so it equals an f32 cache whose values were rounded to f16.
 func (m *Model) attendHead(s *State, l, h int, q, out []float32, pos int, att, wide []float32) {
-	if s.kv.half {
-		m.attendHeadF16(s, l, h, q, out, pos, att, wide)
-		return
-	}
 	c := &m.W.Config
 	hd, kvDim := c.HeadDim(), c.KVDim()
 	group := c.NHeads / c.NKVHeads
 	scale := float32(1 / math.Sqrt(float64(hd)))
-	keys, vals := s.kv.keys[l-s.First], s.kv.vals[l-s.First]
+	kvOff := (h / group) * hd
+	li := l - s.First
+	// rows returns block b's rows of this head's keys (or values), n of
+	// them, and their stride.
+	rows := func(vals bool, b, n int) ([]float32, int) {
+		if s.kv.half {
+			blocks := s.kv.hkeys[li]
+			if vals {
+				blocks = s.kv.hvals[li]
+			}
+			widen(wide, blocks, b, kvDim, kvOff, hd, n)
+			return wide, hd
+		}
+		if vals {
+			return s.kv.vals[li][b][kvOff:], kvDim
+		}
+		return s.kv.keys[li][b][kvOff:], kvDim
+	}
 	block := s.kv.block
 	att = att[:pos+1]
 	qh := q[h*hd : (h+1)*hd]
-	kvOff := (h / group) * hd
 	for b, p := 0, 0; p <= pos; b, p = b+1, p+block {
-		rows := min(block, pos+1-p)
-		kernels.DotRows(att[p:p+rows], qh, keys[b][kvOff:], kvDim)
+		n := min(block, pos+1-p)
+		k, stride := rows(false, b, n)
+		kernels.DotRows(att[p:p+n], qh, k, stride)
 	}
 	for t := range att {
 		att[t] *= scale
@@ -389,39 +403,9 @@ func (m *Model) attendHead(s *State, l, h int, q, out []float32, pos int, att, w
 	oh := out[h*hd : (h+1)*hd]
 	clear(oh)
 	for b, p := 0, 0; p <= pos; b, p = b+1, p+block {
-		rows := min(block, pos+1-p)
-		kernels.AxpyRows(oh, att[p:p+rows], vals[b][kvOff:], kvDim)
-	}
-}
-
-// attendHeadF16 is attendHead over an f16 cache: the same arithmetic on
-// the widened rows, so an f16 cache equals an f32 cache whose values were
-// rounded to f16.
-func (m *Model) attendHeadF16(s *State, l, h int, q, out []float32, pos int, att, wide []float32) {
-	c := &m.W.Config
-	hd, kvDim := c.HeadDim(), c.KVDim()
-	group := c.NHeads / c.NKVHeads
-	scale := float32(1 / math.Sqrt(float64(hd)))
-	keys, vals := s.kv.hkeys[l-s.First], s.kv.hvals[l-s.First]
-	block := s.kv.block
-	att = att[:pos+1]
-	qh := q[h*hd : (h+1)*hd]
-	kvOff := (h / group) * hd
-	for b, p := 0, 0; p <= pos; b, p = b+1, p+block {
-		rows := min(block, pos+1-p)
-		widen(wide, keys, b, kvDim, kvOff, hd, rows)
-		kernels.DotRows(att[p:p+rows], qh, wide, hd)
-	}
-	for t := range att {
-		att[t] *= scale
-	}
-	kernels.Softmax(att)
-	oh := out[h*hd : (h+1)*hd]
-	clear(oh)
-	for b, p := 0, 0; p <= pos; b, p = b+1, p+block {
-		rows := min(block, pos+1-p)
-		widen(wide, vals, b, kvDim, kvOff, hd, rows)
-		kernels.AxpyRows(oh, att[p:p+rows], wide, hd)
+		n := min(block, pos+1-p)
+		v, stride := rows(true, b, n)
+		kernels.AxpyRows(oh, att[p:p+n], v, stride)
 	}
 }
 
