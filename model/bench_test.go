@@ -54,3 +54,35 @@ func BenchmarkDecodeStories110M(b *testing.B) {
 	b.ReportMetric(float64(b.N)/sec, "tok/s")
 	b.ReportMetric(float64(bytes)*float64(b.N)/sec/1e9, "GB/s")
 }
+
+// BenchmarkBatchStories110M times the layers of a batch of 16 tokens (a
+// decode step of 16 sessions, or a prefill chunk) of the stories110M shape,
+// and reports tokens/s: the compute ceiling of batched decode.
+func BenchmarkBatchStories110M(b *testing.B) {
+	cfg := synth.Stories110MConfig()
+	w, err := synth.Weights(cfg, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, err := model.New(w)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const n = 16
+	s, _ := m.NewState(0, cfg.NLayers)
+	x := make([]float32, n*cfg.Dim)
+	pos := 0
+	b.ResetTimer()
+	for range b.N {
+		if pos+n > cfg.SeqLen {
+			s.Reset()
+			pos = 0
+		}
+		for i := range n {
+			m.Embed(i+1, x[i*cfg.Dim:(i+1)*cfg.Dim])
+		}
+		m.LayersBatch(s, x, pos, n)
+		pos += n
+	}
+	b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "tok/s")
+}
