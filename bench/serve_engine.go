@@ -86,7 +86,7 @@ func newServeEngine(ctx context.Context, w *model.Weights, id wire.Digest, setup
 		o.Steps = func() (uint64, int64) { return l.Batcher().Stats().Steps, per }
 		return &serveEngine{engine: l, close: func() { l.Close() }}, nil
 	}
-	ranges, err := stage.EvenRanges(w.Config.NLayers, setup.Split)
+	ranges, err := stage.BalancedRanges(w, setup.Split)
 	if err != nil {
 		return nil, err
 	}

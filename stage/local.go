@@ -85,3 +85,43 @@ func (l *Local) Close() error {
 	}
 	return nil
 }
+
+// BalancedRanges splits the layers of w into k contiguous ranges of about
+// equal compute per token: every layer counts its weights' elements, and
+// the last range also the classifier's, which a stage that holds the head
+// applies to every token it answers (on the stories110M shape it weighs as
+// much as 3.5 layers). Each range holds at least one layer.
+func BalancedRanges(w *model.Weights, k int) ([][2]int, error) {
+	n := w.Config.NLayers
+	if k < 1 || k > n {
+		return nil, fmt.Errorf("cannot split %d layers into %d stages (want 1..%d)", n, k, n)
+	}
+	cost := make([]float64, n)
+	var total float64
+	for l := range n {
+		for _, t := range w.Layers[l].TensorsOf(&w.Config) {
+			cost[l] += float64(t.Rows) * float64(t.Cols)
+		}
+		total += cost[l]
+	}
+	head := float64(w.Output.Rows) * float64(w.Output.Cols)
+	total += head
+	out := make([][2]int, 0, k)
+	first, acc := 0, 0.0
+	for l := range n {
+		acc += cost[l]
+		left := k - len(out) - 1 // ranges still to make after this one
+		// Close the range where the boundary comes nearest its share: when
+		// the next layer would pass it by more than half its weight. Leave
+		// a layer for each range still to come.
+		next := 0.0
+		if l+1 < n {
+			next = cost[l+1]
+		}
+		if left > 0 && (acc+next/2 > total*float64(len(out)+1)/float64(k) || n-l-1 == left) {
+			out = append(out, [2]int{first, l + 1})
+			first = l + 1
+		}
+	}
+	return append(out, [2]int{first, n}), nil
+}

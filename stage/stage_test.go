@@ -388,3 +388,32 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// BalancedRanges gives the stage that holds the classifier fewer layers, in
+// proportion to its weight, and every range at least one layer.
+func TestBalancedRanges(t *testing.T) {
+	cfg := synth.Stories110MConfig()
+	cfg.VocabSize = 32000
+	w, err := synth.Weights(cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := stage.BalancedRanges(w, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 12 layers of 7.1M weights and a 24.6M classifier: about 5.2 layers' worth a stage.
+	if fmt.Sprint(got) != "[[0 5] [5 10] [10 12]]" {
+		t.Errorf("BalancedRanges(stories110M, 3) = %v", got)
+	}
+	one, _ := stage.BalancedRanges(w, 12)
+	for i, r := range one {
+		if r != [2]int{i, i + 1} {
+			t.Fatalf("12 stages of 12 layers: %v", one)
+		}
+	}
+	if _, err := stage.BalancedRanges(w, 13); err == nil {
+		t.Error("13 stages of 12 layers accepted")
+	}
+	t.Logf("stories110M in 3: %v", got)
+}

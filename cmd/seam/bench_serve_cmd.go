@@ -28,7 +28,8 @@ func newBenchServeCmd() *cobra.Command {
 		Long: `Bench serve runs N concurrent greedy streams, each a prompt of --prompt
 tokens (its own ids) and -n generated tokens, against the whole model in this
 process (its sessions batched: every active session's tokens run as one step)
-or against --split N in-process stages on loopback (optionally over emulated
+or against --split N in-process stages on loopback (layer ranges balanced by
+compute, the classifier counted with the last stage; optionally over emulated
 links), for each stream count of --streams in turn, after one short warm-up
 stream that is not reported.
 
