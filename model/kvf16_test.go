@@ -12,7 +12,8 @@ import (
 	"github.com/seamlm/seam/tokenizer"
 )
 
-// teacherForcedIn is teacherForced with the KV cache from pool.
+// teacherForcedIn returns the logits after each token, fed one at a time,
+// with the KV cache from pool (nil: unbounded f32).
 func teacherForcedIn(t *testing.T, w *model.Weights, tokens []int, pool *model.KVPool) [][]float32 {
 	t.Helper()
 	m, err := model.New(w)
@@ -23,12 +24,16 @@ func teacherForcedIn(t *testing.T, w *model.Weights, tokens []int, pool *model.K
 	x := make([]float32, w.Config.Dim)
 	var out [][]float32
 	for pos, tok := range tokens {
-		m.Embed(tok, x)
+		if err := m.Embed(tok, x); err != nil {
+			t.Fatal(err)
+		}
 		if err := m.Layers(s, x, pos); err != nil {
 			t.Fatal(err)
 		}
 		logits := make([]float32, w.Config.VocabSize)
-		m.Head(x, logits)
+		if err := m.Head(x, logits); err != nil {
+			t.Fatal(err)
+		}
 		out = append(out, logits)
 	}
 	return out

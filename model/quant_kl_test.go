@@ -70,27 +70,7 @@ func dequantizedCopy(w *model.Weights) *model.Weights {
 // teacherForced returns the logits after each token.
 func teacherForced(t *testing.T, w *model.Weights, tokens []int) [][]float32 {
 	t.Helper()
-	m, err := model.New(w)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, _ := m.NewState(0, w.Config.NLayers)
-	x := make([]float32, w.Config.Dim)
-	var out [][]float32
-	for pos, tok := range tokens {
-		if err := m.Embed(tok, x); err != nil {
-			t.Fatal(err)
-		}
-		if err := m.Layers(s, x, pos); err != nil {
-			t.Fatal(err)
-		}
-		logits := make([]float32, w.Config.VocabSize)
-		if err := m.Head(x, logits); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, logits)
-	}
-	return out
+	return teacherForcedIn(t, w, tokens, nil)
 }
 
 // kl64 is KL(softmax(p) || softmax(q)) in nats.
