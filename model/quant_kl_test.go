@@ -70,7 +70,26 @@ func dequantizedCopy(w *model.Weights) *model.Weights {
 // teacherForced returns the logits after each token.
 func teacherForced(t *testing.T, w *model.Weights, tokens []int) [][]float32 {
 	t.Helper()
-	return teacherForcedIn(t, w, tokens, nil)
+	return testmodels.Logits(t, w, tokens)
+}
+
+// storiesGreedy opens stories260K and its greedy text's token ids.
+func storiesGreedy(t *testing.T) (*llama2c.Checkpoint, []int) {
+	t.Helper()
+	ck, err := llama2c.Open(testmodels.Path(t, testmodels.Stories260K))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ck.Close() })
+	tok, err := tokenizer.LoadLlama2c(testmodels.Path(t, testmodels.Tok512), 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := os.ReadFile(testmodels.Path(t, testmodels.GreedyOnceUpon))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ck, tok.Encode(string(text), true, false)
 }
 
 // kl64 is KL(softmax(p) || softmax(q)) in nats.
@@ -131,20 +150,8 @@ func klStats(t *testing.T, q *model.Weights, tokens []int) (mean, worst float64,
 // everywhere.
 func TestQuantizedActivationsKL(t *testing.T) {
 	t.Run("stories260K", func(t *testing.T) {
-		ck, err := llama2c.Open(testmodels.Path(t, testmodels.Stories260K))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ck.Close()
-		tok, err := tokenizer.LoadLlama2c(testmodels.Path(t, testmodels.Tok512), 512)
-		if err != nil {
-			t.Fatal(err)
-		}
-		text, err := os.ReadFile(testmodels.Path(t, testmodels.GreedyOnceUpon))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids := tok.Encode(string(text), true, false)[:96]
+		ck, all := storiesGreedy(t)
+		ids := all[:96]
 		for _, typ := range []tensor.DType{tensor.Q8_0, tensor.Q4_0} {
 			checkKL(t, "stories260K", ck.Weights, quantizedCopy(t, ck.Weights, typ), ids, 3e-4)
 		}

@@ -11,11 +11,18 @@ import (
 // returns the logits after each.
 func Logits(t testing.TB, w *model.Weights, tokens []int) [][]float32 {
 	t.Helper()
+	return LogitsIn(t, w, tokens, nil)
+}
+
+// LogitsIn is Logits with the KV cache's blocks from pool (nil: an
+// unbounded f32 cache).
+func LogitsIn(t testing.TB, w *model.Weights, tokens []int, pool *model.KVPool) [][]float32 {
+	t.Helper()
 	m, err := model.New(w)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := m.NewState(0, w.Config.NLayers)
+	s, err := m.NewStateIn(0, w.Config.NLayers, pool)
 	if err != nil {
 		t.Fatal(err)
 	}
