@@ -120,6 +120,7 @@ type Scratch struct {
 	kb, vb     []float32 // batch x KVDim: new keys and values, before caching
 	hb, hb2    []float32 // batch x HiddenDim
 	att        []float32 // attention scores: per worker, the positions of a token
+	owner, pos []int32   // per token of the batch: its item, its position
 	wide       []float32 // per worker, one block of one head's f16 rows widened
 }
 
@@ -201,6 +202,12 @@ func (m *Model) LayersMulti(sc *Scratch, items []Item) error {
 		}
 	}
 	sc.ensure(total, c)
+	sc.owner, sc.pos = sc.owner[:0], sc.pos[:0]
+	for i, it := range items {
+		for p := it.Pos; p < it.Pos+it.N; p++ {
+			sc.owner, sc.pos = append(sc.owner, int32(i)), append(sc.pos, int32(p))
+		}
+	}
 	x := gather(sc, items, c.Dim)
 	for l := items[0].State.First; l < items[0].State.Last; l++ {
 		m.layer(sc, items, l, x, total)
@@ -326,16 +333,8 @@ func (m *Model) attentionBatch(sc *Scratch, items []Item, l int, q, out []float3
 	c := &m.W.Config
 	qDim, heads := c.QDim(), c.NHeads
 	span := 0 // the most positions one token attends to
-	owner := make([]int32, 0, n)
-	for i, it := range items {
+	for _, it := range items {
 		span = max(span, it.Pos+it.N)
-		for range it.N {
-			owner = append(owner, int32(i))
-		}
-	}
-	first := make([]int, len(items)) // each item's first token in the batch
-	for i := 1; i < len(items); i++ {
-		first[i] = first[i-1] + items[i-1].N
 	}
 	workers := kernels.Threads()
 	if len(sc.att) < workers*span {
@@ -347,13 +346,13 @@ func (m *Model) attentionBatch(sc *Scratch, items []Item, l int, q, out []float3
 	}
 	kernels.Parallel(n*heads, workers, func(worker, i int) {
 		t, h := i/heads, i%heads
-		it := &items[owner[t]]
+		st := items[sc.owner[t]].State
 		att := sc.att[worker*span : (worker+1)*span]
 		var w []float32
-		if it.State.kv.half {
+		if st.kv.half {
 			w = sc.wide[worker*wide : (worker+1)*wide]
 		}
-		m.attendHead(it.State, l, h, q[t*qDim:(t+1)*qDim], out[t*qDim:(t+1)*qDim], it.Pos+t-first[owner[t]], att, w)
+		m.attendHead(st, l, h, q[t*qDim:(t+1)*qDim], out[t*qDim:(t+1)*qDim], int(sc.pos[t]), att, w)
 	})
 }
 
