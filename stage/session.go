@@ -9,7 +9,6 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/seamlm/seam/model"
 	"github.com/seamlm/seam/sample"
@@ -392,18 +391,17 @@ func (s *Server) process(j *job, head *headConn, up *peer) error {
 		return fmt.Errorf("positions [%d, %d) with [0, %d) cached do not fit the context of %d: %w",
 			f.Start, end, sess.state.Next(), cfg.SeqLen, errSession)
 	}
-	start := time.Now()
 	if err := s.input(sess, f, n); err != nil {
 		return err
 	}
 	m := metaOf(f)
 	if s.cfg.Model.W.HasHead() {
-		return s.result(j, sess, m, n, start)
+		return s.result(j, sess, m, n)
 	}
 	if err := s.runLayers(j, sess, n, nil); err != nil {
 		return err
 	}
-	s.stats.computed(n, start)
+	s.stats.computed(n)
 	j.finish()
 	return s.sendDown(sess, f, m, n)
 }
@@ -453,7 +451,7 @@ func (s *Server) input(sess *session, f *wire.Frame, n int) error {
 
 // result computes logits (for every position, or only the last) and sends
 // them to the head that owns the session.
-func (s *Server) result(j *job, sess *session, m wire.Meta, n int, start time.Time) error {
+func (s *Server) result(j *job, sess *session, m wire.Meta, n int) error {
 	f := &j.f
 	cfg := s.cfg.Model.Config()
 	first := n - 1
@@ -467,7 +465,7 @@ func (s *Server) result(j *job, sess *session, m wire.Meta, n int, start time.Ti
 		return err
 	}
 	m.Start = f.Start + uint32(first)
-	s.stats.computed(n, start) // the logits are computed; sending is not computing
+	s.stats.computed(n)
 	j.finish()
 	if f.Flags&wire.FlagGreedy != 0 {
 		return s.sendGreedy(sess, m, count)

@@ -18,8 +18,8 @@ type counters struct {
 	resultBytes atomic.Uint64
 }
 
-// computed records n positions computed (the frame began at start).
-func (c *counters) computed(n int, start time.Time) {
+// computed records n positions computed.
+func (c *counters) computed(n int) {
 	c.positions.Add(uint64(n))
 }
 
