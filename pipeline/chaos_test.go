@@ -100,15 +100,8 @@ func TestChaos(t *testing.T) {
 // classifies the outcome.
 func chaosRun(t *testing.T, f chaosFault, rng *rand.Rand) (at int, kind, note string) {
 	s := newFailoverSetup(t, f.replicas)
-	sup, err := Supervise(context.Background(), s.positions(), s.opts, SupervisorOptions{Poll: time.Hour, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sup.Close()
-	sess, err := sup.NewSession(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	sup, sess := s.session(t)
+	defer sup.Close() // now, not at the end of the suite
 	at = s.prompt + 1 + rng.IntN(len(s.tokens)-s.prompt-1)
 	var culprit string
 	var injected time.Time

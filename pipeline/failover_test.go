@@ -196,6 +196,22 @@ func newFailoverSetup(t *testing.T, replicas int) *failoverSetup {
 	return s
 }
 
+// session supervises the setup's positions and opens a session; cleanup
+// closes the supervisor.
+func (s *failoverSetup) session(t *testing.T) (*Supervisor, *Session) {
+	t.Helper()
+	sup, err := Supervise(context.Background(), s.positions(), s.opts, SupervisorOptions{Poll: time.Hour, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sup.Close() })
+	sess, err := sup.NewSession(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sup, sess
+}
+
 func (s *failoverSetup) positions() [][]string {
 	out := make([][]string, 3)
 	for i, ps := range s.proxies {
@@ -235,15 +251,7 @@ func TestFailoverToReplicaIsBitIdentical(t *testing.T) {
 		kind := []string{"kill", "stop"}[run%2]
 		t.Run(fmt.Sprintf("%s-%d", kind, run), func(t *testing.T) {
 			s := newFailoverSetup(t, 2)
-			sup, err := Supervise(context.Background(), s.positions(), s.opts, SupervisorOptions{Poll: time.Hour, Logger: quiet})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer sup.Close()
-			sess, err := sup.NewSession(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
+			sup, sess := s.session(t)
 			at := s.prompt + 1 + rng.IntN(len(s.tokens)-s.prompt-1)
 			fault := s.middle[0].kill
 			if kind == "stop" {
@@ -273,21 +281,13 @@ func TestFailureWithoutReplicaNamesTheStage(t *testing.T) {
 	for _, kind := range []string{"kill", "stop"} {
 		t.Run(kind, func(t *testing.T) {
 			s := newFailoverSetup(t, 1)
-			sup, err := Supervise(context.Background(), s.positions(), s.opts, SupervisorOptions{Poll: time.Hour, Logger: quiet})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer sup.Close()
-			sess, err := sup.NewSession(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, sess := s.session(t)
 			var failedAt time.Time
 			fault := func() { failedAt = time.Now(); s.middle[0].kill() }
 			if kind == "stop" {
 				fault = func() { failedAt = time.Now(); s.middle[0].freeze() }
 			}
-			_, err = s.run(context.Background(), sess, s.prompt+3, fault)
+			_, err := s.run(context.Background(), sess, s.prompt+3, fault)
 			took := time.Since(failedAt)
 			if err == nil {
 				t.Fatal("the run completed with its middle stage gone")
