@@ -293,8 +293,8 @@ func (b *Batcher) finish(j *job, err error) {
 }
 
 // step runs one chunk of every active job, and the classifier for those
-// that end in this step; it returns how many jobs it finished.
-func (b *Batcher) step(sc *model.Scratch, active []*job, hx, hl *[]float32) int {
+// that end in this step.
+func (b *Batcher) step(sc *model.Scratch, active []*job, hx, hl *[]float32) {
 	m := b.cfg.Model
 	d := m.Config().Dim
 	items := make([]model.Item, 0, len(active))
@@ -311,7 +311,7 @@ func (b *Batcher) step(sc *model.Scratch, active []*job, hx, hl *[]float32) int 
 		run = append(run, j)
 	}
 	if len(items) == 0 {
-		return 0
+		return
 	}
 	err := b.cfg.Guard(func() error { return m.LayersMulti(sc, items) })
 	b.steps.Add(1)
@@ -328,7 +328,6 @@ func (b *Batcher) step(sc *model.Scratch, active []*job, hx, hl *[]float32) int 
 		}
 	}
 	b.heads(ending, hx, hl)
-	return len(ending)
 }
 
 // heads computes the logits of the jobs that end in this step, as one
