@@ -309,12 +309,15 @@ func TestFailureWithoutReplicaNamesTheStage(t *testing.T) {
 	}
 }
 
-// A first stage computing a prefill for longer than the hang threshold is
+// A first stage computing a prefill for several times the hang threshold is
 // not taken for hung: its heartbeats keep the head waiting. Without them
 // (Heartbeat < 0) the same prefill is declared a hang, naming stage 1: the
 // case the heartbeats exist for.
 func TestHeartbeatsCoverALongPrefill(t *testing.T) {
 	cfg := synth.WideConfig()
+	// A prompt of 1023 tokens: 511 took 0.56 to 0.72 s, too close to the
+	// 0.6 s (3x the threshold) the test needs to show anything.
+	cfg.SeqLen = 1024
 	w, err := synth.Weights(cfg, 5)
 	if err != nil {
 		t.Fatal(err)
