@@ -62,8 +62,12 @@ type ServeResult struct {
 	Utilisation   []float64 `json:"stage_utilisation"` // busy fraction per stage
 	Steps         uint64    `json:"steps,omitempty"`   // batched steps in the run
 	GBs           float64   `json:"weights_gb_s,omitempty"`
-	LongPrompt    int       `json:"long_prompt_tokens,omitempty"` // the prompt that arrived mid-load
-	LongTTFT      float64   `json:"long_prompt_ttft_ms,omitempty"`
+	// PrefillTokS is every stream's prompt tokens over the time from the
+	// first request to the last stream's first token: the prompt rate
+	// with all streams prefilling at once.
+	PrefillTokS float64 `json:"prefill_tok_s"`
+	LongPrompt  int     `json:"long_prompt_tokens,omitempty"` // the prompt that arrived mid-load
+	LongTTFT    float64 `json:"long_prompt_ttft_ms,omitempty"`
 }
 
 // String is a human summary.
@@ -219,7 +223,14 @@ func summarize(o ServeOptions, streams []stream, wall time.Duration) ServeResult
 	r.TokS = float64(o.Streams*o.Output) / wall.Seconds()
 	var ttft, gaps, rates []float64
 	var worst float64
+	var firstStart, lastFirst time.Time
 	for _, s := range streams {
+		if s.first.After(lastFirst) {
+			lastFirst = s.first
+		}
+		if firstStart.IsZero() || s.start.Before(firstStart) {
+			firstStart = s.start
+		}
 		ttft = append(ttft, ms(s.first.Sub(s.start)))
 		rates = append(rates, float64(o.Output)/s.last.Sub(s.start).Seconds())
 		var own []float64
@@ -232,6 +243,11 @@ func summarize(o ServeOptions, streams []stream, wall time.Duration) ServeResult
 		}
 	}
 	r.TTFTp50, r.TTFTp99 = quantile(ttft, 0.5), quantile(ttft, 0.99)
+	if len(streams) > 0 {
+		if d := lastFirst.Sub(firstStart); d > 0 {
+			r.PrefillTokS = float64(o.Streams*o.Prompt) / d.Seconds()
+		}
+	}
 	r.StreamTokS = quantile(rates, 0.5)
 	if len(gaps) > 0 {
 		r.ITLp50, r.ITLp99 = quantile(gaps, 0.5), quantile(gaps, 0.99)

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"github.com/seamlm/seam/codec"
 	"log/slog"
 	"time"
 
@@ -17,11 +18,15 @@ import (
 // ServeSetup is what ServeCurve serves: the whole model in this process
 // (Split 0), or Split in-process stages on loopback over Link.
 type ServeSetup struct {
-	Split  int
-	Link   link.Config
-	Chunk  int  // prompt tokens per session per batched step
-	F16KV  bool // f16 KV caches
-	Logger *slog.Logger
+	Split int
+	// Encoding is the activation encoding between the stages (0: f32);
+	// lowrank needs Codecs at every boundary of the split.
+	Encoding wire.EncodingID
+	Codecs   map[int]*codec.Codec
+	Link     link.Config
+	Chunk    int  // prompt tokens per session per batched step
+	F16KV    bool // f16 KV caches
+	Logger   *slog.Logger
 }
 
 // ServeCurve runs Serve at each stream count of counts on one engine built
@@ -90,11 +95,19 @@ func newServeEngine(ctx context.Context, w *model.Weights, id wire.Digest, setup
 	if err != nil {
 		return nil, err
 	}
-	local, err := stage.StartLocal(w, ranges, stage.Config{Identity: id, Link: setup.Link, Timeout: time.Minute, Logger: setup.Logger, MaxSessions: 256}, nil)
+	if setup.Encoding == wire.EncodingLowRank {
+		for _, r := range ranges[1:] {
+			if _, ok := setup.Codecs[r[0]]; !ok {
+				return nil, fmt.Errorf("--wire lowrank: the split's boundary at layer %d has no codec attached (the balanced ranges are %v)", r[0], ranges)
+			}
+		}
+	}
+	local, err := stage.StartLocal(w, ranges, stage.Config{Identity: id, Link: setup.Link, Timeout: time.Minute, Logger: setup.Logger, MaxSessions: 256}, setup.Codecs)
 	if err != nil {
 		return nil, err
 	}
-	sup, err := pipeline.Supervise(ctx, pipeline.Singles(local.Addrs), pipeline.Options{Identity: id, Config: w.Config, Timeout: time.Minute, Link: setup.Link, Logger: setup.Logger},
+	sup, err := pipeline.Supervise(ctx, pipeline.Singles(local.Addrs), pipeline.Options{Identity: id, Config: w.Config, Timeout: time.Minute, Link: setup.Link, Logger: setup.Logger,
+		Encoding: setup.Encoding, Codecs: codec.Digests(setup.Codecs)},
 		pipeline.SupervisorOptions{Poll: time.Hour, Logger: setup.Logger})
 	if err != nil {
 		local.Close()

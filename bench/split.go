@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -148,6 +149,9 @@ func decodeFrameBytes(m *loader.Model, enc wire.EncodingID, ranges [][2]int) (in
 		c, ok := m.Codecs[ranges[0][1]]
 		if !ok {
 			return 0, fmt.Errorf("--wire lowrank: no codec attached at boundary %d", ranges[0][1])
+		}
+		if c.Variable() { // entropy-coded: the fit's measured mean one-token stream
+			return int(math.Ceil(c.MeanPayloadBytes())) + wire.HeaderSize, nil
 		}
 		e = codec.NewWire(c)
 	} else {

@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"math"
+
 	"github.com/seamlm/seam/codec"
 	"github.com/seamlm/seam/wire"
 )
@@ -19,9 +21,10 @@ func CodecInfos(byBoundary map[int]*codec.Codec) map[int]CodecInfo {
 			continue
 		}
 		out[b] = CodecInfo{
-			Digest:        wire.CodecDigest{Boundary: uint32(b), ID: c.ShortID(), Digest: c.Digest()},
-			BytesPerToken: c.PayloadBytes(),
-			KL:            st.HeldoutKL,
+			Digest:          wire.CodecDigest{Boundary: uint32(b), ID: c.ShortID(), Digest: c.Digest()},
+			BytesPerToken:   int(math.Ceil(c.MeanPayloadBytes())),
+			KL:              st.HeldoutKL,
+			ProjectionBytes: 4 * int64(c.Kept()) * int64(c.Width()),
 		}
 	}
 	return out

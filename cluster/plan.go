@@ -45,9 +45,18 @@ type Request struct {
 
 // CodecInfo describes a learned codec for the planner.
 type CodecInfo struct {
-	Digest        wire.CodecDigest
+	Digest wire.CodecDigest
+	// BytesPerToken is the payload of one token: for an entropy-coded
+	// codec the mean its fit measured, rounded up.
 	BytesPerToken int
 	KL            float64 // held-out KL recorded when it was fitted
+	// ProjectionBytes is what one projection of a token reads, the kept
+	// components (4 x kept x width bytes): encoding reads them once on the
+	// sending stage and decoding once on the receiving one. The planner
+	// prices that against each member's measured layer speed (a layer reads
+	// Shape.LayerBytes), so a codec whose compute costs more than its
+	// bytes save on a fast link is not chosen there. 0: not priced.
+	ProjectionBytes int64
 }
 
 // Stage is one member's part of a plan.
@@ -374,6 +383,23 @@ type option struct {
 	codec uint32
 	kl    float64
 	bytes func(tokens int) int
+	// step and prefill are the encoding's own compute, in seconds per
+	// token, on both sides of the hop: one decode step, and per token of a
+	// batched prompt (a learned codec's projections; 0 for the others).
+	step, prefill float64
+}
+
+// codecCompute prices a codec's projections on the two members: each reads
+// ProjectionBytes per token, at the members' measured speed for a layer of
+// Shape.LayerBytes.
+func (r *Request) codecCompute(ci CodecInfo, from, to *Member) (step, prefill float64) {
+	if ci.ProjectionBytes <= 0 || r.Shape.LayerBytes <= 0 {
+		return 0, 0
+	}
+	f := float64(ci.ProjectionBytes) / float64(r.Shape.LayerBytes)
+	step = f * (from.Speed.DecodeLayer.Seconds() + to.Speed.DecodeLayer.Seconds())
+	prefill = f * (from.Speed.PrefillLayer.Seconds() + to.Speed.PrefillLayer.Seconds())
+	return step, prefill
 }
 
 // options lists the encodings usable at boundary b (into stage to), most
@@ -397,7 +423,8 @@ func (r *Request) options(b int, to *Member, from *Member) []option {
 				continue
 			}
 			per := ci.BytesPerToken
-			out = append(out, option{enc: id, codec: ci.Digest.ID, kl: ci.KL, bytes: func(t int) int { return t * per }})
+			step, prefill := r.codecCompute(ci, from, to)
+			out = append(out, option{enc: id, codec: ci.Digest.ID, kl: ci.KL, bytes: func(t int) int { return t * per }, step: step, prefill: prefill})
 			continue
 		}
 		kl := 0.0
@@ -432,9 +459,11 @@ func (r *Request) options(b int, to *Member, from *Member) []option {
 	return out
 }
 
-// hopCost is the time a boundary's hops take over the reference request.
+// hopCost is the time a boundary's hops take over the reference request,
+// the encoding's own compute included.
 func (r *Request) hopCost(l Link, o option) float64 {
-	return float64(r.Generate)*l.transfer(o.bytes(1)+messageOverhead) + l.transfer(o.bytes(r.Prompt)+messageOverhead)
+	return float64(r.Generate)*(l.transfer(o.bytes(1)+messageOverhead)+o.step) +
+		l.transfer(o.bytes(r.Prompt)+messageOverhead) + float64(r.Prompt)*o.prefill
 }
 
 // chooseEncodings picks each boundary's encoding: the fastest within the
@@ -489,8 +518,8 @@ func (r *Request) predict(p *Plan) Prediction {
 	prompt += in.transfer(4*P + messageOverhead)
 	for i, b := range p.Boundaries {
 		o := r.optionFor(b, &p.Stages[i+1].Member, &p.Stages[i].Member, dim)
-		step += b.Link.transfer(o.bytes(1) + messageOverhead)
-		prompt += b.Link.transfer(o.bytes(P) + messageOverhead)
+		step += b.Link.transfer(o.bytes(1)+messageOverhead) + o.step
+		prompt += b.Link.transfer(o.bytes(P)+messageOverhead) + float64(P)*o.prefill
 	}
 	// The result back to the head: logits of one position, or one id.
 	out, _ := r.Links.Get(last.String(), HeadName)
@@ -507,8 +536,10 @@ func (r *Request) predict(p *Plan) Prediction {
 // optionFor is the option a boundary's chosen encoding stands for.
 func (r *Request) optionFor(b Boundary, to, from *Member, dim int) option {
 	if b.Encoding == wire.EncodingLowRank {
-		per := r.Codecs[b.Layer].BytesPerToken
-		return option{enc: b.Encoding, codec: b.Codec, kl: b.KL, bytes: func(t int) int { return t * per }}
+		ci := r.Codecs[b.Layer]
+		per := ci.BytesPerToken
+		step, prefill := r.codecCompute(ci, from, to)
+		return option{enc: b.Encoding, codec: b.Codec, kl: b.KL, bytes: func(t int) int { return t * per }, step: step, prefill: prefill}
 	}
 	e, err := wire.Default.Lookup(b.Encoding, 0)
 	if err != nil {

@@ -464,3 +464,50 @@ func TestPlanChoosesLowRankOverSlowLink(t *testing.T) {
 		}
 	}
 }
+
+// A codec's projections cost compute on both sides of the hop: priced at
+// the members' layer speed, a codec that reads as much as several layers
+// per token loses the slow boundary to q8, while a cheap one wins it, and
+// its compute shows in the prediction.
+func TestPlanPricesCodecCompute(t *testing.T) {
+	r := pool(450*mib, 450*mib, 300*mib)
+	r.Shape = stories(t)
+	r.MaxKL = 0.01
+	r.KL = map[int]map[wire.EncodingID]float64{}
+	for b := 1; b < 12; b++ {
+		r.KL[b] = map[wire.EncodingID]float64{wire.EncodingF16: 0.0004, wire.EncodingQ8: 0.003}
+	}
+	plan := func(projection int64) *Plan {
+		t.Helper()
+		withCodecs(&r, 96, 0.002)
+		for b, ci := range r.Codecs {
+			ci.ProjectionBytes = projection
+			r.Codecs[b] = ci
+		}
+		p, err := MakePlan(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	slow := func(p *Plan) Boundary {
+		for _, b := range p.Boundaries {
+			if b.From == "c" || b.To == "c" {
+				return b
+			}
+		}
+		t.Fatalf("no boundary crosses the slow link:\n%s", p)
+		return Boundary{}
+	}
+	free, cheap, dear := plan(0), plan(r.Shape.LayerBytes/50), plan(8*r.Shape.LayerBytes)
+	if slow(free).Encoding != wire.EncodingLowRank || slow(cheap).Encoding != wire.EncodingLowRank {
+		t.Fatalf("a cheap codec lost the slow boundary:\n%s\n%s", free, cheap)
+	}
+	if e := slow(dear).Encoding; e == wire.EncodingLowRank {
+		t.Fatalf("a codec reading 8 layers' bytes per token each way still chosen:\n%s", dear)
+	}
+	if !(cheap.Predicted.Step > free.Predicted.Step && cheap.Predicted.Prompt > free.Predicted.Prompt) {
+		t.Fatalf("the codec's compute is not in the prediction: %v with it, %v without", cheap.Predicted, free.Predicted)
+	}
+	t.Logf("slow boundary: %v free, %v at 1/50 of a layer, %v at 8 layers", slow(free).Encoding, slow(cheap).Encoding, slow(dear).Encoding)
+}

@@ -19,6 +19,9 @@ import (
 	"fmt"
 	"math"
 	"sync"
+
+	"github.com/seamlm/seam/codec/entropy"
+	"github.com/seamlm/seam/tensor"
 )
 
 const (
@@ -55,18 +58,34 @@ type Stats struct {
 	// and records it with SetHeldoutKL.
 	HasKL     bool
 	HeldoutKL float64 // mean KL(p_exact || p_codec) over held-out tokens, nats
+	// MeanBytes is, for an entropy-coded codec (version 2), the mean size of
+	// a one-token stream over the fit rows; 0 otherwise.
+	MeanBytes float64
 }
 
 // Codec is one fitted boundary codec. It is immutable except for the
 // provenance setters, which must not run concurrently with anything else;
 // every other method is safe for concurrent use.
 type Codec struct {
-	d, k  int
-	gain  bool
-	bits  []uint8   // k, each 1..MaxBits
-	mean  []float32 // d
-	comps []float32 // k x d row-major, unit rows
-	clips []float32 // k, each > 0
+	d, k    int
+	gain    bool
+	bits    []uint8   // k, each 1..MaxBits
+	mean    []float32 // d
+	comps   []float32 // k x d row-major, unit rows
+	clips   []float32 // k, each > 0
+	version int       // file format version, 1 or 2
+	scheme  int       // schemeFixed or schemeEntropy (version 2)
+	// ec and tables are an entropy-coded codec's quantizers and tables.
+	ec     []ecQuant
+	tables []*entropy.Table
+	// compsT is comps transposed (d x k), and encW and decW the two as
+	// tensors for the kernels (version 2).
+	compsT     []float32
+	encW, decW *tensor.Tensor
+	scr        sync.Pool // *scratch for version 2 batches
+	// weights are the components' sensitivities when the fit was for the
+	// output (FitOptions.Sensitivity); nil for a fit for the activations.
+	weights []float32
 
 	// Per-component quantizer constants derived from bits and clips.
 	q []quant
@@ -142,7 +161,7 @@ func New(p Params) (*Codec, error) {
 		return nil, fmt.Errorf("codec: %d clips for k=%d components", len(p.Clips), k)
 	}
 	c := &Codec{
-		d: d, k: k, gain: p.Gain,
+		d: d, k: k, gain: p.Gain, version: 1,
 		bits:  append([]uint8(nil), p.Bits...),
 		mean:  append([]float32(nil), p.Mean...),
 		comps: append([]float32(nil), p.Components...),
@@ -177,6 +196,19 @@ func (c *Codec) validate() error {
 			return fmt.Errorf("codec: bits[%d]=%d outside [1, %d] (components with 0 bits are not stored)", i, b, MaxBits)
 		}
 	}
+	if err := c.validateComponents(); err != nil {
+		return err
+	}
+	for i, v := range c.clips {
+		if !finite32(v) || !(v > 0) {
+			return fmt.Errorf("codec: clips[%d]=%v is not finite and positive", i, v)
+		}
+	}
+	return nil
+}
+
+// validateComponents checks the mean and the unit rows of the basis.
+func (c *Codec) validateComponents() error {
 	for j, v := range c.mean {
 		if !finite32(v) {
 			return fmt.Errorf("codec: mean[%d]=%v is not finite", j, v)
@@ -197,16 +229,17 @@ func (c *Codec) validate() error {
 			return fmt.Errorf("codec: components[%d] has squared norm %v, want 1", i, n2)
 		}
 	}
-	for i, v := range c.clips {
-		if !finite32(v) || !(v > 0) {
-			return fmt.Errorf("codec: clips[%d]=%v is not finite and positive", i, v)
-		}
-	}
 	return nil
 }
 
 // derive fills the quantizer constants and the payload size.
 func (c *Codec) derive() {
+	c.pool.New = func() any { return c.NewEncoder() }
+	c.buildTensors()
+	if c.scheme == schemeEntropy {
+		c.payloadBytes = c.maxStream(1)
+		return
+	}
 	c.q = make([]quant, c.k)
 	total := 0
 	if c.gain {
@@ -217,7 +250,6 @@ func (c *Codec) derive() {
 		total += int(b)
 	}
 	c.payloadBytes = (total + 7) / 8
-	c.pool.New = func() any { return c.NewEncoder() }
 }
 
 func finite32(v float32) bool { return !math.IsNaN(float64(v)) && !math.IsInf(float64(v), 0) }
@@ -241,6 +273,10 @@ func (c *Codec) Components() []float32 { return append([]float32(nil), c.comps..
 
 // Clips returns a copy of the per-component clip ranges.
 func (c *Codec) Clips() []float32 { return append([]float32(nil), c.clips...) }
+
+// Weights returns a copy of the kept components' sensitivities, the weights
+// the bits were allocated with, or nil for a codec fitted for the activations.
+func (c *Codec) Weights() []float32 { return append([]float32(nil), c.weights...) }
 
 // Gain says whether payloads carry a per-token gain.
 func (c *Codec) Gain() bool { return c.gain }

@@ -32,12 +32,42 @@ type FitOptions struct {
 	// of the fit to measure the reconstruction error; 0 measures nothing.
 	// The held-out row count is floor(n * Holdout).
 	Holdout float64
+	// Entropy entropy-codes the coefficients (format version 2): Bytes is
+	// then the mean payload of one token over the fit rows, and the fit
+	// chooses one quantizer step for every component (scaled by its
+	// sensitivity when fitted for the output) to meet it.
+	Entropy bool
 	// Gain sends a per-token gain (binary16, 16 bits of the budget) and
 	// quantizes coefficients divided by it. Off by default: see docs/codec.md
 	// for when it helps.
 	Gain bool
 	// Provenance is recorded in the file as given.
 	Provenance Provenance
+	// Sensitivity, when set, fits the codec for the model's output rather
+	// than for the activations: Fit calls it once with the PCA basis, and it
+	// returns each direction's sensitivity, the output distortion (KL, say)
+	// per unit of squared error along it. Bits then go by reverse
+	// water-filling against sensitivity x variance instead of variance
+	// alone (see docs/codec.md §5.3). Weights are rounded to 8 significant
+	// bits before use, so that a last-bit difference in how the caller
+	// measured them cannot change the allocation, and recorded in the file.
+	Sensitivity func(b Basis) ([]float64, error)
+
+	// version1 writes a version-1 codec (tests of the old format).
+	version1 bool
+}
+
+// Basis is the PCA basis a fit found, handed to FitOptions.Sensitivity.
+type Basis struct {
+	Width int
+	// Mean is the fit rows' mean, as the codec stores it.
+	Mean []float32
+	// Components holds the directions with variance, by decreasing variance,
+	// len(Variances) x Width row-major, each a unit vector with the codec's
+	// sign convention.
+	Components []float32
+	// Variances are the eigenvalues: the variance along each direction.
+	Variances []float64
 }
 
 // Fit fits a codec to samples, n rows of d float32 values (row-major). The
@@ -62,29 +92,50 @@ func Fit(samples []float32, n, d int, opts FitOptions) (*Codec, error) {
 		return nil, fmt.Errorf("codec: fit: %w", err)
 	}
 	order := descending(vals)
-	bits := allocate(vals, order, d, opts)
-
-	c := &Codec{d: d, gain: opts.Gain, mean: make([]float32, d)}
-	for j, m := range mean {
-		c.mean[j] = float32(m)
-	}
-	for p, b := range bits {
-		if b == 0 {
-			continue
-		}
-		c.bits = append(c.bits, b)
-		c.comps = append(c.comps, signedColumn(z, d, order[p])...)
-	}
-	c.k = len(c.bits)
-	if c.clips, err = fitClips(c, fitRows, nf); err != nil {
+	weights, err := sensitivities(vals, order, z, d, mean, opts)
+	if err != nil {
 		return nil, err
 	}
-	if err := c.validate(); err != nil {
+	var bits []uint8
+	if !opts.Entropy {
+		bits = allocate(vals, order, d, weights, opts)
+	}
+
+	c := &Codec{d: d, gain: opts.Gain, mean: meanF32(mean), version: 2}
+	if opts.Gain || opts.version1 {
+		c.version = 1 // the gain is a version-1 feature
+	}
+	if opts.Entropy {
+		if err := c.fitEntropy(fitRows, nf, usableVariances(vals, order), weights, z, order, opts.Bytes); err != nil {
+			return nil, err
+		}
+	} else {
+		for p, b := range bits {
+			if b == 0 {
+				continue
+			}
+			c.bits = append(c.bits, b)
+			c.comps = append(c.comps, signedColumn(z, d, order[p])...)
+			if weights != nil {
+				c.weights = append(c.weights, float32(weights[p]))
+			}
+		}
+		c.k = len(c.bits)
+		c.buildTensors()
+		if c.clips, err = fitClips(c, fitRows, nf); err != nil {
+			return nil, err
+		}
+	}
+	validate := c.validate
+	if c.version >= 2 {
+		validate = c.validate2
+	}
+	if err := validate(); err != nil {
 		return nil, fmt.Errorf("codec: fit produced an invalid codec: %w", err)
 	}
 	c.derive()
 	c.prov = opts.Provenance
-	c.stats = Stats{FitSamples: uint64(nf), HoldoutSamples: uint64(nh)}
+	c.stats = Stats{FitSamples: uint64(nf), HoldoutSamples: uint64(nh), MeanBytes: c.stats.MeanBytes}
 	if nh > 0 {
 		c.stats.HasMSE = true
 		c.stats.HeldoutMSE, c.stats.HeldoutVar, err = c.heldout(samples[nf*d:], nh)
@@ -250,8 +301,78 @@ func descending(vals []float64) []int {
 	return order
 }
 
-// allocate returns the bits of each component in sorted order.
-func allocate(vals []float64, order []int, d int, opts FitOptions) []uint8 {
+func meanF32(mean []float64) []float32 {
+	out := make([]float32, len(mean))
+	for j, m := range mean {
+		out[j] = float32(m)
+	}
+	return out
+}
+
+// usableVariances returns the eigenvalues in sorted order, with those at or
+// below relVarFloor of the largest set to 0 (rounding noise).
+func usableVariances(vals []float64, order []int) []float64 {
+	top := math.Max(vals[order[0]], 0)
+	variances := make([]float64, len(order))
+	for p, i := range order {
+		if v := vals[i]; v > top*relVarFloor {
+			variances[p] = v
+		}
+	}
+	return variances
+}
+
+// sensitivities calls opts.Sensitivity with the basis of directions that have
+// variance and returns one weight per sorted component (0 beyond them), each
+// rounded to 8 significant bits; nil without a Sensitivity.
+func sensitivities(vals []float64, order []int, z []float64, d int, mean []float64, opts FitOptions) ([]float64, error) {
+	if opts.Sensitivity == nil || opts.Rank > 0 {
+		return nil, nil
+	}
+	variances := usableVariances(vals, order)
+	n := 0
+	for n < len(variances) && variances[n] > 0 {
+		n++
+	}
+	b := Basis{Width: d, Mean: meanF32(mean), Variances: variances[:n], Components: make([]float32, 0, n*d)}
+	for p := 0; p < n; p++ {
+		b.Components = append(b.Components, signedColumn(z, d, order[p])...)
+	}
+	w, err := opts.Sensitivity(b)
+	if err != nil {
+		return nil, fmt.Errorf("codec: fit: sensitivity: %w", err)
+	}
+	if len(w) != n {
+		return nil, fmt.Errorf("codec: fit: sensitivity returned %d weights for %d directions", len(w), n)
+	}
+	out := make([]float64, d)
+	any := false
+	for p, v := range w {
+		if !finite64(v) || v < 0 {
+			return nil, fmt.Errorf("codec: fit: sensitivity of direction %d is %v, want finite and >= 0", p, v)
+		}
+		out[p] = roundSignificant(v, 8)
+		any = any || out[p] > 0
+	}
+	if !any {
+		return nil, fmt.Errorf("codec: fit: the sensitivity of every one of the %d directions is 0: nothing is worth sending", n)
+	}
+	return out, nil
+}
+
+// roundSignificant rounds v > 0 to bits significant bits (ties away from
+// zero); values too small to matter against float32 become 0.
+func roundSignificant(v float64, bits int) float64 {
+	if v == 0 {
+		return 0
+	}
+	frac, exp := math.Frexp(v) // v = frac * 2^exp, frac in [0.5, 1)
+	return math.Ldexp(math.Round(math.Ldexp(frac, bits)), exp-bits)
+}
+
+// allocate returns the bits of each component in sorted order. With weights,
+// a component's distortion counts weights[p] times (its sensitivity).
+func allocate(vals []float64, order []int, d int, weights []float64, opts FitOptions) []uint8 {
 	if opts.Rank > 0 {
 		bits := make([]uint8, d)
 		for p := 0; p < opts.Rank; p++ {
@@ -259,11 +380,10 @@ func allocate(vals []float64, order []int, d int, opts FitOptions) []uint8 {
 		}
 		return bits
 	}
-	top := math.Max(vals[order[0]], 0)
-	variances := make([]float64, d)
-	for p, i := range order {
-		if v := vals[i]; v > top*relVarFloor {
-			variances[p] = v
+	variances := usableVariances(vals, order)
+	if weights != nil {
+		for p := range variances {
+			variances[p] *= weights[p]
 		}
 	}
 	return AllocateBits(variances, budgetBits(opts))
@@ -293,17 +413,8 @@ func signedColumn(z []float64, d, col int) []float32 {
 // fitClips chooses each kept component's clip on the fit rows' coefficients,
 // computed exactly as Encode computes them (normalized by the gain if any).
 func fitClips(c *Codec, rows []float32, n int) ([]float32, error) {
-	k, d := c.k, c.d
-	ys := make([]float32, k*n) // ys[i*n + r]: coefficient i of row r
-	parallelRows(n, n*k*d, func(lo, hi int) {
-		e := c.NewEncoder()
-		for r := lo; r < hi; r++ {
-			e.coefficients(rows[r*d : (r+1)*d])
-			for i, v := range e.y {
-				ys[i*n+r] = v
-			}
-		}
-	})
+	k := c.k
+	ys := c.coefficientsByComponent(rows, n)
 	clips := make([]float32, k)
 	errs := make([]error, k)
 	parallelRows(k, k*n*64, func(lo, hi int) {
@@ -317,6 +428,39 @@ func fitClips(c *Codec, rows []float32, n int) ([]float32, error) {
 		}
 	}
 	return clips, nil
+}
+
+// coefficientsByComponent returns the coefficients of n rows on the kept
+// components, computed exactly as the encoder computes them (normalized by
+// the gain if any), transposed: element i*n + r is coefficient i of row r.
+func (c *Codec) coefficientsByComponent(rows []float32, n int) []float32 {
+	k, d := c.k, c.d
+	ys := make([]float32, k*n)
+	if c.version >= 2 {
+		const chunk = 256
+		xc := make([]float32, chunk*d)
+		y := make([]float32, chunk*max(k, 1))
+		for r0 := 0; r0 < n; r0 += chunk {
+			cn := min(chunk, n-r0)
+			c.projectBatch(y, xc, rows[r0*d:(r0+cn)*d], cn)
+			for r := 0; r < cn; r++ {
+				for i := 0; i < k; i++ {
+					ys[i*n+r0+r] = y[r*k+i]
+				}
+			}
+		}
+		return ys
+	}
+	parallelRows(n, n*k*d, func(lo, hi int) {
+		e := c.NewEncoder()
+		for r := lo; r < hi; r++ {
+			e.coefficients(rows[r*d : (r+1)*d])
+			for i, v := range e.y {
+				ys[i*n+r] = v
+			}
+		}
+	})
+	return ys
 }
 
 // Clip search grid: multiples of the coefficients' RMS in coarse steps of
@@ -396,8 +540,16 @@ func (c *Codec) heldout(rows []float32, n int) (mse, variance float64, err error
 		out := make([]float32, d)
 		for r := lo; r < hi; r++ {
 			x := rows[r*d : (r+1)*d]
-			e.encode(payload, x)
-			if derr := c.decode(out, payload); derr != nil {
+			var derr error
+			if c.version >= 2 {
+				if payload, derr = c.AppendTokens(payload[:0], x); derr == nil {
+					derr = c.DecodeTokens(out, payload)
+				}
+			} else {
+				e.encode(payload, x)
+				derr = c.decode(out, payload)
+			}
+			if derr != nil {
 				mu.Lock()
 				err = fmt.Errorf("codec: fit: held-out row %d: own payload rejected: %w", r, derr)
 				mu.Unlock()

@@ -51,6 +51,9 @@ func fileSize(d, k int) (total, meanOff int, err error) {
 
 // body serializes everything before the digest.
 func (c *Codec) body() []byte {
+	if c.version >= 2 {
+		return c.body2()
+	}
 	// New, Fit and Unmarshal have checked that fileSize succeeds.
 	total, meanOff, _ := fileSize(c.d, c.k)
 	b := make([]byte, 0, total)
@@ -69,6 +72,11 @@ func (c *Codec) body() []byte {
 	b = appendF32s(b, c.mean)
 	b = appendF32s(b, c.comps)
 	b = appendF32s(b, c.clips)
+	return c.appendProvenance(b)
+}
+
+// appendProvenance appends the provenance and stats block (112 bytes).
+func (c *Codec) appendProvenance(b []byte) []byte {
 	b = append(b, c.prov.Model[:]...)
 	b = binary.LittleEndian.AppendUint32(b, c.prov.Boundary)
 	b = append(b, c.prov.CalibData[:]...)
@@ -133,12 +141,9 @@ func ReadFile(path string) (*Codec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	total, _, err := fileSize(d, k)
+	total, err := allowedSize(hdr, d, k, st.Size())
 	if err != nil {
-		return nil, fmt.Errorf("codec: %s: d=%d k=%d: %w", path, d, k, err)
-	}
-	if st.Size() != int64(total) {
-		return nil, fmt.Errorf("codec: %s: file is %d bytes, header (d=%d, k=%d) implies %d", path, st.Size(), d, k, total)
+		return nil, fmt.Errorf("codec: %s: %w", path, err)
 	}
 	b := make([]byte, total)
 	copy(b, hdr)
@@ -152,6 +157,34 @@ func ReadFile(path string) (*Codec, error) {
 	return c, nil
 }
 
+// allowedSize checks a file's size against what its header allows, before
+// anything is read or allocated, and returns it.
+func allowedSize(hdr []byte, d, k int, size int64) (int, error) {
+	if binary.LittleEndian.Uint32(hdr[8:]) == fileVersion2 {
+		flags := binary.LittleEndian.Uint32(hdr[12:])
+		l, err := newLayout2(d, k, flags)
+		if err != nil {
+			return 0, fmt.Errorf("d=%d k=%d: %w", d, k, err)
+		}
+		limit, err := maxSize2(d, k, flags)
+		if err != nil {
+			return 0, fmt.Errorf("d=%d k=%d: %w", d, k, err)
+		}
+		if size < int64(l.fixed) || size > int64(limit) {
+			return 0, fmt.Errorf("file is %d bytes, header (version 2, flags %#x, d=%d, k=%d) allows %d to %d", size, flags, d, k, l.fixed, limit)
+		}
+		return int(size), nil
+	}
+	total, _, err := fileSize(d, k)
+	if err != nil {
+		return 0, fmt.Errorf("d=%d k=%d: %w", d, k, err)
+	}
+	if size != int64(total) {
+		return 0, fmt.Errorf("file is %d bytes, header (d=%d, k=%d) implies %d", size, d, k, total)
+	}
+	return total, nil
+}
+
 // parseHeader checks magic, version and flags and bounds d and k.
 func parseHeader(b []byte) (d, k int, err error) {
 	if len(b) < headerSize {
@@ -160,10 +193,11 @@ func parseHeader(b []byte) (d, k int, err error) {
 	if string(b[:8]) != fileMagic {
 		return 0, 0, fmt.Errorf("codec: magic is %q, want %q", b[:8], fileMagic)
 	}
-	if v := binary.LittleEndian.Uint32(b[8:]); v != fileVersion {
-		return 0, 0, fmt.Errorf("codec: format version %d, this reader knows %d", v, fileVersion)
+	v := binary.LittleEndian.Uint32(b[8:])
+	if v != fileVersion && v != fileVersion2 {
+		return 0, 0, fmt.Errorf("codec: format version %d, this reader knows %d and %d", v, fileVersion, fileVersion2)
 	}
-	if f := binary.LittleEndian.Uint32(b[12:]); f&^knownFlags != 0 {
+	if f := binary.LittleEndian.Uint32(b[12:]); v == fileVersion && f&^knownFlags != 0 {
 		return 0, 0, fmt.Errorf("codec: flags %#x has unknown bits %#x", f, f&^knownFlags)
 	}
 	d32 := binary.LittleEndian.Uint32(b[16:])
@@ -185,6 +219,9 @@ func Unmarshal(b []byte) (*Codec, error) {
 	if err != nil {
 		return nil, err
 	}
+	if binary.LittleEndian.Uint32(b[8:]) == fileVersion2 {
+		return unmarshal2(b)
+	}
 	total, meanOff, err := fileSize(d, k)
 	if err != nil {
 		return nil, fmt.Errorf("codec: d=%d k=%d: %w", d, k, err)
@@ -196,7 +233,7 @@ func Unmarshal(b []byte) (*Codec, error) {
 	if sum := blake3.Sum256(body); string(sum[:]) != string(b[total-digestSize:]) {
 		return nil, fmt.Errorf("codec: content digest mismatch: stored %x, content hashes to %x (file corrupt or edited)", b[total-digestSize:total-digestSize+8], sum[:8])
 	}
-	c := &Codec{d: d, k: k, gain: binary.LittleEndian.Uint32(b[12:])&flagGain != 0}
+	c := &Codec{d: d, k: k, version: 1, gain: binary.LittleEndian.Uint32(b[12:])&flagGain != 0}
 	c.bits = append([]uint8(nil), b[headerSize:headerSize+k]...)
 	for i, p := range b[headerSize+k : meanOff] {
 		if p != 0 {

@@ -27,7 +27,7 @@ func smallCodec(t testing.TB, gain bool) *Codec {
 	if gain {
 		bytes = 3
 	}
-	c, err := Fit(s, n, d, FitOptions{Bytes: bytes, Holdout: 0.25, Gain: gain,
+	c, err := Fit(s, n, d, FitOptions{Bytes: bytes, Holdout: 0.25, Gain: gain, version1: true,
 		Provenance: Provenance{Model: [32]byte{1, 2, 3}, Boundary: 3, CalibData: [32]byte{9, 8, 7}}})
 	if err != nil {
 		t.Fatal(err)
@@ -296,6 +296,9 @@ func FuzzUnmarshal(f *testing.F) {
 	}
 	f.Add(empty.Marshal())
 	f.Add([]byte("SEAMCODC"))
+	for _, c := range v2Codecs(f) {
+		f.Add(c.Marshal())
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		checkUnmarshal(t, b)
 		// A random edit almost never passes the digest; resealing lets the
@@ -316,12 +319,12 @@ func checkUnmarshal(t *testing.T, b []byte) {
 	if !bytes.Equal(c.Marshal(), b) {
 		t.Fatal("accepted file does not re-marshal to itself")
 	}
-	p := make([]byte, c.PayloadBytes())
 	x := make([]float32, c.Width())
-	if err := c.Encode(p, x); err != nil {
+	p, err := c.AppendTokens(nil, x)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Decode(x, p); err != nil {
+	if err := c.DecodeTokens(x, p); err != nil {
 		t.Fatal(err)
 	}
 }

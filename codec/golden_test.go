@@ -47,6 +47,16 @@ func goldenInput(n, d int) []float32 {
 // in the covariance, a different summation order, another eigensolver step)
 // changes a digest and fails here. If the fit changes on purpose, update the
 // digests and say so in the codec's version notes.
+// goldenWeights stands for a measured sensitivity: direction p weighs
+// 1 + (p mod 3), so the allocation visibly differs from the MSE fit's.
+func goldenWeights(b Basis) ([]float64, error) {
+	w := make([]float64, len(b.Variances))
+	for p := range w {
+		w[p] = float64(1 + p%3)
+	}
+	return w, nil
+}
+
 func TestFitGoldenDigests(t *testing.T) {
 	const n, d = 400, 48
 	x := goldenInput(n, d)
@@ -55,10 +65,19 @@ func TestFitGoldenDigests(t *testing.T) {
 		opts FitOptions
 		want string
 	}{
-		{"20 bytes", FitOptions{Bytes: 20, Holdout: 0.25}, "48b7702ea6bfea1ad3c5b2b54139a2dc4fa05a7baf2bb57ddef4a2940eab2654"},
-		{"20 bytes with gain", FitOptions{Bytes: 20, Holdout: 0.25, Gain: true}, "f69f409c837fe99091545d489347641d833ef30b2a33c1bde07a6a3d0ae23618"},
-		{"rank 7", FitOptions{Rank: 7, Holdout: 0.1}, "6ef19977a4b3065ad688b7dfe778e937c6cbc896c30f6cf99fb15d4a793eb443"},
-		{"40 bytes", FitOptions{Bytes: 40, Holdout: 0.2}, "c443cec2ed0b81d6381216d696ab021e38a855608af3091281b8bd109f87d44d"},
+		// Version 1: the digests pinned before version 2 existed, unchanged.
+		{"v1 20 bytes", FitOptions{Bytes: 20, Holdout: 0.25, version1: true}, "48b7702ea6bfea1ad3c5b2b54139a2dc4fa05a7baf2bb57ddef4a2940eab2654"},
+		{"v1 20 bytes with gain", FitOptions{Bytes: 20, Holdout: 0.25, Gain: true}, "f69f409c837fe99091545d489347641d833ef30b2a33c1bde07a6a3d0ae23618"},
+		{"v1 rank 7", FitOptions{Rank: 7, Holdout: 0.1, version1: true}, "6ef19977a4b3065ad688b7dfe778e937c6cbc896c30f6cf99fb15d4a793eb443"},
+		{"v1 40 bytes", FitOptions{Bytes: 40, Holdout: 0.2, version1: true}, "c443cec2ed0b81d6381216d696ab021e38a855608af3091281b8bd109f87d44d"},
+		// Version 2 (the kernels' float order; CI also runs these with
+		// SEAM_SIMD=none, so the pure-Go order gives the same files).
+		{"20 bytes", FitOptions{Bytes: 20, Holdout: 0.25}, "c8bfd69f83cabb395558267684fb563ba49da39532286da3885f869140546642"},
+		{"rank 7", FitOptions{Rank: 7, Holdout: 0.1}, "09359b3b53e9a5aba512ef6d2da67fcdea577aeef9b67e3f2551abac52930278"},
+		{"40 bytes", FitOptions{Bytes: 40, Holdout: 0.2}, "dab602593f6bed0c18cbc2350071595102bbddc4818f5f032087c9aa2feb3788"},
+		{"entropy 12 bytes", FitOptions{Bytes: 12, Holdout: 0.2, Entropy: true}, "e04583477627e545be7223580fca3b8d69ab0e655b20ccadc6f21b7857244921"},
+		{"entropy 12 bytes, weighted", FitOptions{Bytes: 12, Holdout: 0.2, Entropy: true, Sensitivity: goldenWeights}, "6967e80fc0b7a2862503d49952f02bc26760c11fa6e46c1f86fef49a42c3f4f3"},
+		{"20 bytes, weighted", FitOptions{Bytes: 20, Holdout: 0.2, Sensitivity: goldenWeights}, "2112f23948b922b724f3ec6c5c0a6837d6ce31d15a223871c2f7d8267947a805"},
 	} {
 		c, err := Fit(x, n, d, g.opts)
 		if err != nil {

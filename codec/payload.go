@@ -46,8 +46,21 @@ func (e *Encoder) Encode(dst []byte, x []float32) error {
 	if len(dst) != c.payloadBytes {
 		return fmt.Errorf("codec: encode: destination has %d bytes, payload is %d", len(dst), c.payloadBytes)
 	}
+	if c.version >= 2 {
+		return c.encodeFixed2(dst, x)
+	}
 	e.encode(dst, x)
 	return nil
+}
+
+// encodeFixed2 encodes tokens of a version-2 codec into dst, whose size
+// the caller checked; an entropy-coded codec has no fixed size.
+func (c *Codec) encodeFixed2(dst []byte, xs []float32) error {
+	if c.Variable() {
+		return fmt.Errorf("codec %08x: entropy-coded, its payload size depends on the values: use AppendTokens", c.ShortID())
+	}
+	_, err := c.AppendTokens(dst[:0], xs)
+	return err
 }
 
 // EncodeBatch encodes len(xs)/d tokens, stored back to back, into dst, which
@@ -60,6 +73,9 @@ func (e *Encoder) EncodeBatch(dst []byte, xs []float32) error {
 	n := len(xs) / c.d
 	if len(dst) != n*c.payloadBytes {
 		return fmt.Errorf("codec: encode: destination has %d bytes, %d tokens of %d bytes need %d", len(dst), n, c.payloadBytes, n*c.payloadBytes)
+	}
+	if c.version >= 2 {
+		return c.encodeFixed2(dst, xs)
 	}
 	p := c.payloadBytes
 	for t := 0; t < n; t++ {
@@ -183,6 +199,9 @@ func (c *Codec) Decode(dst []float32, src []byte) error {
 	if len(dst) != c.d {
 		return fmt.Errorf("codec: decode: destination has %d values, codec width is %d", len(dst), c.d)
 	}
+	if c.version >= 2 {
+		return c.DecodeTokens(dst, src)
+	}
 	if len(src) != c.payloadBytes {
 		return fmt.Errorf("codec: decode: payload has %d bytes, codec %08x expects %d", len(src), c.ShortID(), c.payloadBytes)
 	}
@@ -195,6 +214,14 @@ func (c *Codec) DecodeBatch(dst []float32, src []byte) error {
 	if len(dst)%c.d != 0 {
 		return fmt.Errorf("codec: decode: %d values are not a whole number of width-%d tokens", len(dst), c.d)
 	}
+	if c.version >= 2 {
+		return c.DecodeTokens(dst, src)
+	}
+	return c.decodeBatch1(dst, src)
+}
+
+// decodeBatch1 is DecodeBatch for version 1.
+func (c *Codec) decodeBatch1(dst []float32, src []byte) error {
 	n := len(dst) / c.d
 	p := c.payloadBytes
 	if len(src) != n*p {

@@ -2,6 +2,8 @@ package codec
 
 import (
 	"bytes"
+	"fmt"
+	"github.com/seamlm/seam/kernels"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -170,9 +172,17 @@ func naiveEncode(c *Codec, x []float32) []byte {
 	idx := make([]uint64, len(bits))
 	for i, b := range bits {
 		var y float32
-		for j := 0; j < d; j++ {
-			xc := x[j] - mean[j]
-			y += float32(comps[i*d+j] * xc)
+		if c.Version() >= 2 { // the kernels' float order (docs/kernels.md §2)
+			xc := make([]float32, d)
+			for j := range xc {
+				xc[j] = x[j] - mean[j]
+			}
+			y = kernels.Dot(comps[i*d:(i+1)*d], xc)
+		} else {
+			for j := 0; j < d; j++ {
+				xc := x[j] - mean[j]
+				y += float32(comps[i*d+j] * xc)
+			}
 		}
 		half := float32(int(1) << (b - 1))
 		inv := half / clips[i]
@@ -193,13 +203,19 @@ func naiveEncode(c *Codec, x []float32) []byte {
 // reference on a fitted codec and random tokens, including out-of-range and
 // non-finite values, byte for byte.
 func TestEncodeMatchesReference(t *testing.T) {
+	for _, v1 := range []bool{true, false} {
+		t.Run(fmt.Sprintf("version1=%v", v1), func(t *testing.T) { testEncodeMatchesReference(t, v1) })
+	}
+}
+
+func testEncodeMatchesReference(t *testing.T, version1 bool) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	d, n := 37, 400
 	s := make([]float32, n*d)
 	for i := range s {
 		s[i] = float32(rng.NormFloat64() * float64(1+i%d))
 	}
-	c, err := Fit(s, n, d, FitOptions{Bytes: 15})
+	c, err := Fit(s, n, d, FitOptions{Bytes: 15, version1: version1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,11 +253,22 @@ func TestEncodeMatchesReference(t *testing.T) {
 	comps, clips, bits, mean := c.Components(), c.Clips(), c.Bits(), c.Mean()
 	for tk := 0; tk < tokens; tk++ {
 		idx := unpackRef(batch[tk*p:(tk+1)*p], bits)
+		levels := make([]float32, len(bits))
+		for i, b := range bits {
+			levels[i] = float32(2*int(idx[i])+1-(1<<b)) * float32(math.Ldexp(float64(clips[i]), -int(b)))
+		}
 		for j := 0; j < d; j++ {
 			v := mean[j]
-			for i, b := range bits {
-				lv := float32(2*int(idx[i])+1-(1<<b)) * float32(math.Ldexp(float64(clips[i]), -int(b)))
-				v += float32(lv * comps[i*d+j])
+			if !version1 { // column j of the components with the levels, then the mean
+				col := make([]float32, len(bits))
+				for i := range col {
+					col[i] = comps[i*d+j]
+				}
+				v = kernels.Dot(col, levels) + mean[j]
+			} else {
+				for i := range bits {
+					v += float32(levels[i] * comps[i*d+j])
+				}
 			}
 			if out[tk*d+j] != v {
 				t.Fatalf("token %d value %d: decoded %v, reference %v", tk, j, out[tk*d+j], v)

@@ -22,6 +22,23 @@ type Result struct {
 	// It does not count the 52-byte frame header (one per frame: per token
 	// when decoding, per prompt when prefilling).
 	BytesPerToken float64 `json:"bytes_per_token"`
+	// PrefillBytesPerToken is, for an encoding whose payload size depends on
+	// the values (entropy-coded), the mean payload per token when each
+	// sequence is one frame (a prefill); BytesPerToken is then the mean of
+	// one-token frames (decode steps), measured on the same positions.
+	PrefillBytesPerToken float64 `json:"prefill_bytes_per_token,omitempty"`
+	// EncodeUS and DecodeUS are the encoding's compute per token, in µs, one
+	// token per frame (a decode step); PrefillEncodeUS and PrefillDecodeUS
+	// with a whole sequence per frame (a prefill). See Report.StageUS for
+	// what a stage's own compute per token costs beside them.
+	EncodeUS        float64 `json:"encode_us"`
+	DecodeUS        float64 `json:"decode_us"`
+	PrefillEncodeUS float64 `json:"prefill_encode_us"`
+	PrefillDecodeUS float64 `json:"prefill_decode_us"`
+	// UpperUS and LowerUS repeat the Report's, so that each JSON result
+	// carries what its costs compare with.
+	UpperUS float64 `json:"upper_us"`
+	LowerUS float64 `json:"lower_us"`
 	// Perplexity is exp of the mean negative log-likelihood of the next token
 	// with the model split at the boundary and activations passed through
 	// the encoding.
@@ -45,6 +62,12 @@ type Report struct {
 	// Perplexity is the whole model's on the same positions.
 	Perplexity float64
 	Results    []Result // one per encoding, in the order given
+	// UpperUS and LowerUS are the compute per token, in µs, of one decode
+	// step through layers [0, boundary) and through layers [boundary, n)
+	// plus the head: what each side of the boundary spends on its own,
+	// beside which an encoding's EncodeUS and DecodeUS are paid.
+	UpperUS float64 `json:"upper_us"`
+	LowerUS float64 `json:"lower_us"`
 }
 
 // Ranked is implemented by encodings that send fewer components than the
@@ -91,6 +114,9 @@ func Compare(m *model.Model, seqs [][]int, boundary int, encs []wire.Encoding, p
 			rank = r.Rank()
 		}
 		rep.Results[i] = Result{Wire: e.Name(), Rank: rank, BytesPerToken: float64(size)}
+		if wire.IsVariable(e) {
+			rep.Results[i].BytesPerToken = 0 // measured below
+		}
 	}
 	sums := make([]seqSums, len(seqs))
 	err := forEach(len(seqs), progress,
@@ -107,7 +133,8 @@ func Compare(m *model.Model, seqs [][]int, boundary int, encs []wire.Encoding, p
 		return nil, fmt.Errorf("compare at boundary %d: %w", boundary, err)
 	}
 	// Sum in sequence order, so the result does not depend on scheduling.
-	total := seqSums{nll: make([]float64, len(encs)), kl: make([]float64, len(encs)), top1: make([]int, len(encs))}
+	total := seqSums{nll: make([]float64, len(encs)), kl: make([]float64, len(encs)), top1: make([]int, len(encs)),
+		tokenBytes: make([]int, len(encs)), frameBytes: make([]int, len(encs))}
 	for _, s := range sums {
 		total.positions += s.positions
 		total.refNLL += s.refNLL
@@ -115,6 +142,8 @@ func Compare(m *model.Model, seqs [][]int, boundary int, encs []wire.Encoding, p
 			total.nll[e] += s.nll[e]
 			total.kl[e] += s.kl[e]
 			total.top1[e] += s.top1[e]
+			total.tokenBytes[e] += s.tokenBytes[e]
+			total.frameBytes[e] += s.frameBytes[e]
 		}
 	}
 	if total.positions == 0 {
@@ -129,6 +158,13 @@ func Compare(m *model.Model, seqs [][]int, boundary int, encs []wire.Encoding, p
 		r.PPLDeltaPct = 100 * (r.Perplexity - rep.Perplexity) / rep.Perplexity
 		r.KL = total.kl[e] / np
 		r.Top1 = float64(total.top1[e]) / np
+		if wire.IsVariable(encs[e]) {
+			r.BytesPerToken = float64(total.tokenBytes[e]) / np
+			r.PrefillBytesPerToken = float64(total.frameBytes[e]) / np
+		}
+	}
+	if err := measureCost(m, seqs, boundary, encs, rep); err != nil {
+		return nil, fmt.Errorf("compare at boundary %d: %w", boundary, err)
 	}
 	return rep, nil
 }
@@ -139,6 +175,9 @@ type seqSums struct {
 	refNLL    float64
 	nll, kl   []float64 // per encoding
 	top1      []int
+	// tokenBytes and frameBytes are a variable encoding's payload bytes,
+	// one token per frame and one sequence per frame.
+	tokenBytes, frameBytes []int
 }
 
 // comparer holds one goroutine's KV caches and buffers.
@@ -185,7 +224,7 @@ func grow[T any](s []T, n int) []T {
 // run scores one sequence: positions 0..len-2, each predicting the next token.
 func (c *comparer) run(seq []int) (seqSums, error) {
 	ne := len(c.encs)
-	s := seqSums{nll: make([]float64, ne), kl: make([]float64, ne), top1: make([]int, ne)}
+	s := seqSums{nll: make([]float64, ne), kl: make([]float64, ne), top1: make([]int, ne), tokenBytes: make([]int, ne), frameBytes: make([]int, ne)}
 	P := len(seq) - 1
 	if P < 1 {
 		return s, nil
@@ -203,9 +242,25 @@ func (c *comparer) run(seq []int) (seqSums, error) {
 		if err != nil {
 			return s, fmt.Errorf("%s: %w", enc.Name(), err)
 		}
-		c.payload = grow(c.payload, size)
-		if err := enc.Encode(c.payload, c.hidden, P, c.dim); err != nil {
-			return s, fmt.Errorf("%s encode: %w", enc.Name(), err)
+		if ve, ok := enc.(wire.VariableEncoding); ok {
+			// One token per frame for the decode steps' size, then the
+			// sequence as one frame (a prefill), whose reconstruction is
+			// scored: both are the same values, token by token.
+			for p := range P {
+				if c.payload, err = ve.AppendEncode(c.payload[:0], c.hidden[p*c.dim:(p+1)*c.dim], 1, c.dim); err != nil {
+					return s, fmt.Errorf("%s encode: %w", enc.Name(), err)
+				}
+				s.tokenBytes[e] += len(c.payload)
+			}
+			if c.payload, err = ve.AppendEncode(c.payload[:0], c.hidden, P, c.dim); err != nil {
+				return s, fmt.Errorf("%s encode: %w", enc.Name(), err)
+			}
+			s.frameBytes[e] += len(c.payload)
+		} else {
+			c.payload = grow(c.payload, size)
+			if err := enc.Encode(c.payload, c.hidden, P, c.dim); err != nil {
+				return s, fmt.Errorf("%s encode: %w", enc.Name(), err)
+			}
 		}
 		if err := enc.Decode(c.decoded, c.payload, P, c.dim); err != nil {
 			return s, fmt.Errorf("%s decode: %w", enc.Name(), err)

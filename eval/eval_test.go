@@ -512,3 +512,104 @@ func TestSearchKL(t *testing.T) {
 		t.Error("search without a holdout accepted")
 	}
 }
+
+// TestCompareEntropyCodec: for an entropy-coded codec Compare reports the
+// measured bytes, one-token frames and whole-sequence frames, and every
+// result carries its compute cost beside the stages'.
+func TestCompareEntropyCodec(t *testing.T) {
+	m := smallModel(t)
+	cf := calibration(t, m, 1500, 11)
+	c, _, err := eval.FitCapture(cf, eval.FitSpec{Bytes: 16, Holdout: 0.2, Entropy: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixed, _, err := eval.FitCapture(cf, eval.FitSpec{Bytes: 16, Holdout: 0.2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seqs, _ := eval.SampleTokens(m, bos, eos, 200, 12, 1, nil)
+	enc := codec.NewWire(c)
+	rep, err := eval.Compare(m, seqs, 2, []wire.Encoding{enc, codec.NewWire(fixed), wire.F16}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The sizes, counted here one position at a time.
+	var one, whole, positions int
+	for _, s := range seqs {
+		P := len(s) - 1
+		if P < 1 {
+			continue
+		}
+		rows, _, err := eval.Capture(m, [][]int{s[:P]}, 2, 0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for p := 0; p < P; p++ {
+			b, err := c.AppendTokens(nil, rows[p*32:(p+1)*32])
+			if err != nil {
+				t.Fatal(err)
+			}
+			one += len(b)
+		}
+		b, err := c.AppendTokens(nil, rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		whole += len(b)
+		positions += P
+	}
+	r, rf := rep.Results[0], rep.Results[1]
+	if r.BytesPerToken != float64(one)/float64(positions) || r.PrefillBytesPerToken != float64(whole)/float64(positions) {
+		t.Fatalf("bytes per token %v (prefill %v), counted %v (%v)", r.BytesPerToken, r.PrefillBytesPerToken,
+			float64(one)/float64(positions), float64(whole)/float64(positions))
+	}
+	if !(r.PrefillBytesPerToken < r.BytesPerToken) || rf.BytesPerToken != 16 || rf.PrefillBytesPerToken != 0 {
+		t.Fatalf("entropy %v / %v, fixed %v / %v", r.BytesPerToken, r.PrefillBytesPerToken, rf.BytesPerToken, rf.PrefillBytesPerToken)
+	}
+	if !(r.KL > 0 && r.KL < rf.KL) {
+		t.Fatalf("entropy-coded KL %v, fixed bits' %v at the same budget", r.KL, rf.KL)
+	}
+	for _, x := range rep.Results {
+		if !(x.EncodeUS > 0 && x.DecodeUS > 0 && x.PrefillEncodeUS > 0 && x.PrefillDecodeUS > 0) || x.UpperUS != rep.UpperUS || x.LowerUS != rep.LowerUS {
+			t.Fatalf("%s: costs %+v", x.Wire, x)
+		}
+	}
+	if !(rep.UpperUS > 0 && rep.LowerUS > 0) {
+		t.Fatalf("stage costs %v, %v", rep.UpperUS, rep.LowerUS)
+	}
+}
+
+// TestOutputFitMemo: an output fit whose sensitivity comes from a shared
+// measurement is the same file as one that measures its own, at every
+// budget.
+func TestOutputFitMemo(t *testing.T) {
+	m := smallModel(t)
+	cf := calibration(t, m, 1500, 11)
+	calls := 0
+	memo := eval.MemoSensitivity(func(b codec.Basis) ([]float64, error) {
+		calls++
+		sp, err := eval.SplitHoldout(cf.Seqs, 0.2)
+		if err != nil {
+			return nil, err
+		}
+		return eval.Sensitivity(m, eval.Truncate(cf.Seqs[:len(cf.Seqs)-len(sp.Held)], eval.DefaultOutputTokens), 2, b, nil)
+	})
+	for _, b := range []int{8, 16} {
+		for _, ent := range []bool{false, true} {
+			own, _, err := eval.FitCapture(cf, eval.FitSpec{Bytes: b, Holdout: 0.2, Output: m, Entropy: ent})
+			if err != nil {
+				t.Fatal(err)
+			}
+			shared, _, err := eval.FitCapture(cf, eval.FitSpec{Bytes: b, Holdout: 0.2, Output: m, Entropy: ent, Weights: memo})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if own.Digest() != shared.Digest() || own.Weights() == nil {
+				t.Fatalf("%d bytes, entropy %v: the shared measurement gives another codec", b, ent)
+			}
+		}
+	}
+	if calls != 1 {
+		t.Fatalf("sensitivity measured %d times, want once", calls)
+	}
+}

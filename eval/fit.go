@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/seamlm/seam/codec"
 	"github.com/seamlm/seam/model"
@@ -24,7 +25,24 @@ type FitSpec struct {
 	// is measured on sequences the fit never saw); 0 holds out nothing.
 	Holdout float64
 	Gain    bool // send a per-token gain (see docs/codec.md §4.3)
+	// Output, when set, fits the codec for the model's output: each
+	// direction's sensitivity is measured with this model (Sensitivity) on
+	// the first OutputTokens tokens of the fit sequences, and bits go
+	// against sensitivity x variance. The model must match the capture.
+	Output       *model.Model
+	OutputTokens int
+	// Weights, when set with Output, stands in for measuring: fits of one
+	// capture at several budgets share a basis, so they can share one
+	// measurement (see MemoSensitivity).
+	Weights func(codec.Basis) ([]float64, error)
+	// Entropy entropy-codes the coefficients (codec format version 2):
+	// Bytes is then the mean payload of a one-token frame on the fit rows.
+	Entropy bool
 }
+
+// DefaultOutputTokens is how many calibration tokens the sensitivity of an
+// output fit is measured on.
+const DefaultOutputTokens = 2048
 
 // Split is a capture's division into fit and held-out sequences.
 type Split struct {
@@ -85,14 +103,48 @@ func FitCapture(c *CaptureFile, spec FitSpec) (*codec.Codec, Split, error) {
 	if err != nil {
 		return nil, sp, fmt.Errorf("fit: %w", err)
 	}
-	cd, err := codec.Fit(c.Rows, n, c.Width, codec.FitOptions{
-		Bytes: spec.Bytes, Rank: spec.Rank, Holdout: h, Gain: spec.Gain,
+	opts := codec.FitOptions{
+		Bytes: spec.Bytes, Rank: spec.Rank, Holdout: h, Gain: spec.Gain, Entropy: spec.Entropy,
 		Provenance: codec.Provenance{Model: c.Model, Boundary: uint32(c.Boundary), CalibData: c.CalibDigest()},
-	})
+	}
+	if spec.Output != nil {
+		if err := checkCaptureModel(spec.Output, c); err != nil {
+			return nil, sp, fmt.Errorf("fit for the output: %w", err)
+		}
+		tokens := spec.OutputTokens
+		if tokens <= 0 {
+			tokens = DefaultOutputTokens
+		}
+		probeSeqs := Truncate(c.Seqs[:len(c.Seqs)-len(sp.Held)], tokens)
+		opts.Sensitivity = func(b codec.Basis) ([]float64, error) {
+			return Sensitivity(spec.Output, probeSeqs, c.Boundary, b, nil)
+		}
+		if spec.Weights != nil {
+			opts.Sensitivity = spec.Weights
+		}
+	}
+	cd, err := codec.Fit(c.Rows, n, c.Width, opts)
 	if err != nil {
 		return nil, sp, err
 	}
 	return cd, sp, nil
+}
+
+// MemoSensitivity returns a FitSpec.Weights that measures the sensitivity
+// of the first basis it is given with measure and returns that for every
+// later call: for fits of one capture with one holdout, whose bases are the
+// same.
+func MemoSensitivity(measure func(codec.Basis) ([]float64, error)) func(codec.Basis) ([]float64, error) {
+	var w []float64
+	var err error
+	done := false
+	return func(b codec.Basis) ([]float64, error) {
+		if !done {
+			w, err = measure(b)
+			done = true
+		}
+		return slices.Clone(w), err
+	}
 }
 
 // HeldoutKL measures the mean KL divergence a codec causes on held-out

@@ -130,8 +130,13 @@ type Evaluation struct {
 	// Budgets adds codecs fitted at each budget (bytes per token) on text
 	// sampled with CalibSeed, as lowrank@B; Truncation adds the rank-B
 	// baseline as rank@B.
-	Budgets     []int
-	Truncation  bool
+	Budgets    []int
+	Truncation bool
+	// Fits lists the fits made at each budget (FitKinds; empty: "mse"):
+	// "mse" is lowrank@B, fitted for the activations; "output" is out@B,
+	// fitted for the model's output (FitSpec.Output); "entropy" (ec@B) and
+	// "output+entropy" (out+ec@B) entropy-code them (FitSpec.Entropy).
+	Fits        []string
 	CalibTokens int
 	CalibSeed   uint64
 	Data        Data
@@ -185,7 +190,7 @@ func (e *Evaluation) Run() (*Report, string, error) {
 		return nil, "", err
 	}
 	for _, r := range runs {
-		if w, ok := r.enc.(*codec.Wire); ok && w.Codec().Provenance().CalibData == TokensDigest(seqs) {
+		if w, ok := r.enc.(interface{ Codec() *codec.Codec }); ok && w.Codec().Provenance().CalibData == TokensDigest(seqs) {
 			e.Logf("warning: the lowrank codec was fitted on these very tokens; its results are not held out")
 		}
 	}
@@ -280,6 +285,9 @@ func (e *Evaluation) lowrank(cfg *model.Config) (wire.Encoding, error) {
 	return codec.NewWire(c), nil
 }
 
+// FitKinds are the fits Evaluation.Fits may name.
+var FitKinds = []string{"mse", "output", "entropy", "output+entropy"}
+
 // fittedRuns fits the Budgets codecs (and Truncation baselines) on
 // calibration text sampled from the model, captured at the boundary.
 func (e *Evaluation) fittedRuns() ([]run, error) {
@@ -293,12 +301,48 @@ func (e *Evaluation) fittedRuns() ([]run, error) {
 	if err != nil {
 		return nil, err
 	}
+	fits := e.Fits
+	if len(fits) == 0 {
+		fits = []string{"mse"}
+	}
+	for _, f := range fits {
+		if !slices.Contains(FitKinds, f) {
+			return nil, fmt.Errorf("--fit %q: unknown fit %q; want one of %s", strings.Join(e.Fits, ","), f, strings.Join(FitKinds, ", "))
+		}
+	}
+	// Every output fit of this capture has the same basis: measure its
+	// sensitivity once.
+	sp, err := SplitHoldout(cf.Seqs, DefaultHoldout)
+	if err != nil {
+		return nil, err
+	}
+	probeSeqs := Truncate(cf.Seqs[:len(cf.Seqs)-len(sp.Held)], DefaultOutputTokens)
+	weights := MemoSensitivity(func(b codec.Basis) ([]float64, error) {
+		return Sensitivity(e.Forward, probeSeqs, e.Boundary, b, e.Progress("measuring sensitivity"))
+	})
 	var runs []run
 	for _, b := range e.Budgets {
-		specs := []struct {
+		var specs []struct {
 			name string
 			spec FitSpec
-		}{{fmt.Sprintf("lowrank@%d", b), FitSpec{Bytes: b, Holdout: DefaultHoldout}}}
+		}
+		for _, f := range fits {
+			spec := FitSpec{Bytes: b, Holdout: DefaultHoldout}
+			prefix := "lowrank"
+			switch f {
+			case "output":
+				spec.Output, spec.Weights, prefix = e.Forward, weights, "out"
+			case "entropy":
+				spec.Entropy, prefix = true, "ec"
+			case "output+entropy":
+				spec.Output, spec.Weights, spec.Entropy, prefix = e.Forward, weights, true, "out+ec"
+			}
+			name := fmt.Sprintf("%s@%d", prefix, b)
+			specs = append(specs, struct {
+				name string
+				spec FitSpec
+			}{name, spec})
+		}
 		if e.Truncation {
 			if b > cf.Width {
 				return nil, fmt.Errorf("--truncation: budget %d bytes is more components than the width %d", b, cf.Width)
@@ -345,11 +389,18 @@ func (e *Evaluation) calibration() (*CaptureFile, error) {
 // WriteTable prints the report as the table 'seam eval' shows.
 func (r *Report) WriteTable(w io.Writer, desc string) error {
 	fmt.Fprintf(w, "boundary %d, %d positions scored (%s); whole-model perplexity %.4f\n", r.Boundary, r.Positions, desc, r.Perplexity)
-	fmt.Fprintln(w, "bytes/token is the activation payload per token; each frame adds a 52-byte header.")
+	fmt.Fprintln(w, "bytes/token is the activation payload per token; each frame adds a 52-byte header. An entropy-coded")
+	fmt.Fprintln(w, "codec's is the mean of one-token frames (decode steps), with a whole sequence per frame (prefill) in brackets.")
+	fmt.Fprintf(w, "enc/dec is the encoding's compute per token, one token per frame, against %.1f µs for a decode step of\n", r.UpperUS)
+	fmt.Fprintf(w, "layers [0, %d) and %.1f µs for the layers after the boundary and the head.\n", r.Boundary, r.LowerUS)
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "WIRE\tRANK\tBYTES/TOKEN\tPERPLEXITY\tPPL Δ%\tKL (nats)\tTOP-1\t")
+	fmt.Fprintln(tw, "WIRE\tRANK\tBYTES/TOKEN\tPERPLEXITY\tPPL Δ%\tKL (nats)\tTOP-1\tENC µs\tDEC µs\t")
 	for _, x := range r.Results {
-		fmt.Fprintf(tw, "%s\t%d\t%g\t%.4f\t%+.3f\t%.3g\t%.4f\t\n", x.Wire, x.Rank, x.BytesPerToken, x.Perplexity, x.PPLDeltaPct, x.KL, x.Top1)
+		bytes := fmt.Sprintf("%.4g", x.BytesPerToken)
+		if x.PrefillBytesPerToken > 0 {
+			bytes += fmt.Sprintf(" (%.4g)", x.PrefillBytesPerToken)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%.4f\t%+.3f\t%.3g\t%.4f\t%.2f\t%.2f\t\n", x.Wire, x.Rank, bytes, x.Perplexity, x.PPLDeltaPct, x.KL, x.Top1, x.EncodeUS, x.DecodeUS)
 	}
 	return tw.Flush()
 }
@@ -357,15 +408,32 @@ func (r *Report) WriteTable(w io.Writer, desc string) error {
 // Plot draws the fitted codec curves (lowrank@B, rank@B) and every other
 // encoding as a labelled point.
 func (r *Report) Plot(path, modelPath string) error {
-	curves := []Series{{Label: "water-filled PCA codec (lowrank@B)"}, {Label: "rank-B truncation, 8 bits"}}
+	kinds := []struct{ prefix, label string }{
+		{"lowrank@", "water-filled PCA codec (lowrank@B)"},
+		{"rank@", "rank-B truncation, 8 bits"},
+		{"ec@", "entropy-coded PCA codec (ec@B)"},
+		{"out@", "fitted for the output (out@B)"},
+		{"out+ec@", "entropy-coded, fitted for the output (out+ec@B)"},
+	}
+	var curves []Series
 	var points []Result
+	byPrefix := map[string]int{}
 	for _, x := range r.Results {
-		switch {
-		case strings.HasPrefix(x.Wire, "lowrank@"):
-			curves[0].Results = append(curves[0].Results, x)
-		case strings.HasPrefix(x.Wire, "rank@"):
-			curves[1].Results = append(curves[1].Results, x)
-		default:
+		matched := false
+		for _, k := range kinds {
+			if strings.HasPrefix(x.Wire, k.prefix) {
+				i, ok := byPrefix[k.prefix]
+				if !ok {
+					i = len(curves)
+					byPrefix[k.prefix] = i
+					curves = append(curves, Series{Label: k.label})
+				}
+				curves[i].Results = append(curves[i].Results, x)
+				matched = true
+				break
+			}
+		}
+		if !matched {
 			points = append(points, x)
 		}
 	}

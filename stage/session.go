@@ -415,12 +415,15 @@ func (s *Server) sendDown(sess *session, f *wire.Frame, m wire.Meta, n int) erro
 			s.cfg.Name, s.cfg.Model.W.First, s.cfg.Model.W.Last, cfg.NLayers, errSession)
 	}
 	flags := f.Flags &^ wire.FlagTokenIDs
+	var size int
 	if err := hc.down.write(func(fr *wire.Framer) error {
-		return fr.WriteActivations(f.Kind, flags, m, hc.downEnc, sess.x[:n*cfg.Dim], n, cfg.Dim)
+		err := fr.WriteActivations(f.Kind, flags, m, hc.downEnc, sess.x[:n*cfg.Dim], n, cfg.Dim)
+		size = fr.LastFrameBytes() // what the frame took: an entropy-coded one's size depends on the values
+		return err
 	}); err != nil {
 		return fmt.Errorf("sending to %s: %w", hc.down.name, err)
 	}
-	s.stats.downBytes.Add(frameBytes(hc.downEnc, n, cfg.Dim))
+	s.stats.downBytes.Add(uint64(size))
 	return nil
 }
 

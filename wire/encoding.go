@@ -57,6 +57,22 @@ type Encoding interface {
 	Decode(dst []float32, src []byte, tokens, width int) error
 }
 
+// VariableEncoding is an Encoding whose payload length depends on the
+// values, such as an entropy-coded codec. PayloadSize is then the most bytes
+// tokens x width can take, and a frame may declare any length from 1 to it;
+// AppendEncode appends the payload to dst and returns it, and Decode gets
+// exactly the frame's bytes and must refuse any it would not have written.
+type VariableEncoding interface {
+	Encoding
+	AppendEncode(dst []byte, src []float32, tokens, width int) ([]byte, error)
+}
+
+// IsVariable reports whether e's payload length depends on the values.
+func IsVariable(e Encoding) bool {
+	_, ok := e.(VariableEncoding)
+	return ok
+}
+
 // CodecEncoding is a learned codec carried by EncodingLowRank frames. Its
 // short id travels in the header's Codec field; its identity digest travels
 // in the handshake.

@@ -70,6 +70,8 @@ type Framer struct {
 
 	wbuf []byte // reusable header+payload buffer
 	werr error
+	// lastFrame is the size of the last frame written (LastFrameBytes).
+	lastFrame int
 }
 
 // NewFramer returns a Framer with DefaultLimits and the Default registry.
@@ -342,6 +344,12 @@ func (fr *Framer) checkTensor(h *Header) (Encoding, error) {
 	size, err := enc.PayloadSize(int(h.Tokens), int(h.Width))
 	if err != nil {
 		return nil, fmt.Errorf("%d tokens x width %d: %w (%w)", h.Tokens, h.Width, err, ErrLimit)
+	}
+	if IsVariable(enc) {
+		if h.Length < 1 || int64(h.Length) > int64(size) {
+			return nil, fmt.Errorf("declared payload length %d, but %d tokens x width %d in %s take 1 to %d bytes: %w", h.Length, h.Tokens, h.Width, enc.Name(), size, ErrMalformed)
+		}
+		return enc, nil
 	}
 	if int64(h.Length) != int64(size) {
 		return nil, fmt.Errorf("declared payload length %d, but %d tokens x width %d in %s needs %d: %w", h.Length, h.Tokens, h.Width, enc.Name(), size, ErrMalformed)

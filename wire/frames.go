@@ -87,6 +87,13 @@ func (fr *Framer) WriteActivations(kind Kind, flags Flags, m Meta, enc Encoding,
 	if _, err := fr.checkHeader(fr.stamp(&h)); err != nil {
 		return fmt.Errorf("write %v: %w", kind, err)
 	}
+	if ve, ok := enc.(VariableEncoding); ok {
+		frame, err := ve.AppendEncode(fr.startPayload(), x, tokens, width)
+		if err != nil {
+			return fmt.Errorf("write %v (session %d, request %d): %w", kind, m.Session, m.Request, err)
+		}
+		return fr.finish(h, frame)
+	}
 	frame := slices.Grow(fr.startPayload(), size)[:HeaderSize+size]
 	fr.wbuf = frame[:0]
 	if err := enc.Encode(frame[HeaderSize:], x, tokens, width); err != nil {
@@ -94,6 +101,10 @@ func (fr *Framer) WriteActivations(kind Kind, flags Flags, m Meta, enc Encoding,
 	}
 	return fr.finish(h, frame)
 }
+
+// LastFrameBytes is the size, header included, of the last frame written:
+// what a frame of a variable-length encoding took on the wire.
+func (fr *Framer) LastFrameBytes() int { return fr.lastFrame }
 
 // WriteTokenIDs writes a Prefill, Decode or Result frame carrying token ids.
 // flags may add FlagAllLogits (Prefill); FlagTokenIDs is set here.
@@ -171,6 +182,7 @@ func (fr *Framer) finish(h Header, frame []byte) error {
 		fr.werr = fmt.Errorf("write %v frame: %w", h.Kind, err)
 		return fr.werr
 	}
+	fr.lastFrame = len(frame)
 	return nil
 }
 

@@ -18,6 +18,7 @@ func newBenchServeCmd() *cobra.Command {
 	var (
 		modelPath, tokPath, counts string
 		setup                      bench.ServeSetup
+		wireName                   string
 		o                          bench.ServeOptions
 		linkMbps, linkLatMs        float64
 		asJSON                     bool
@@ -71,6 +72,15 @@ GB/s of weights they streamed. Model loading is not timed.`,
 				return err
 			}
 			defer m.Close()
+			if wireName != "" {
+				if setup.Split == 0 {
+					return fmt.Errorf("--wire %s encodes activations between stages: add --split", wireName)
+				}
+				if setup.Encoding, err = encodingByName(wireName); err != nil {
+					return fmt.Errorf("--wire: %w", err)
+				}
+				setup.Codecs = m.Codecs
+			}
 			id, err := m.Identity()
 			if err != nil {
 				return err
@@ -114,6 +124,7 @@ GB/s of weights they streamed. Model loading is not timed.`,
 	fl := cmd.Flags()
 	fl.StringVar(&modelPath, "model", "", "model: GGUF file, llama2.c checkpoint or container directory (required)")
 	fl.StringVar(&tokPath, "tokenizer", "", "llama2.c tokenizer file (not needed: prompts are token ids)")
+	fl.StringVar(&wireName, "wire", "", "with --split: the activation encoding between the stages: f32 (default), f16, q8, q5, q4, or lowrank (the container's codecs)")
 	fl.IntVar(&setup.Split, "split", 0, "run through N in-process stages on loopback (0: the whole model in this process, batched)")
 	fl.StringVar(&counts, "streams", "1,4,16", "concurrent stream counts to run, one after the other")
 	fl.IntVar(&o.Prompt, "prompt", 16, "prompt tokens per stream")

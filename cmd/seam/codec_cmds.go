@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/seamlm/seam/codec"
@@ -69,8 +70,8 @@ boundary it records (set by 'seam fit-codec') must be this container's and L.`,
 			if err := container.AddCodec(dir, boundary, b, blake3.Sum256(b)); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "attached %s at boundary %d of %s: %d bytes per token, %d of %d components, codec %s (short id %08x)\n",
-				args[0], boundary, dir, c.PayloadBytes(), c.Kept(), c.Width(), hexID(c.Digest()), c.ShortID())
+			fmt.Fprintf(cmd.OutOrStdout(), "attached %s at boundary %d of %s: %s bytes per token, %d of %d components, codec %s (short id %08x)\n",
+				args[0], boundary, dir, strconv.FormatFloat(c.MeanPayloadBytes(), 'g', 4, 64), c.Kept(), c.Width(), hexID(c.Digest()), c.ShortID())
 			return nil
 		},
 	}
@@ -117,8 +118,22 @@ func printCodec(cmd *cobra.Command, c *codec.Codec) {
 	out := cmd.OutOrStdout()
 	p, s := c.Provenance(), c.Stats()
 	fmt.Fprintf(out, "codec %s (short id %08x)\n", hexID(c.Digest()), c.ShortID())
-	fmt.Fprintf(out, "width %d, %d components kept, %d bytes per token, gain %v\n", c.Width(), c.Kept(), c.PayloadBytes(), c.Gain())
-	fmt.Fprintf(out, "bits per component: %s\n", bitRuns(c.Bits()))
+	fit := "for the activations"
+	if c.Weights() != nil {
+		fit = "for the model's output (weighted by measured sensitivity)"
+	}
+	if c.Variable() {
+		steps := c.Steps()
+		fmt.Fprintf(out, "format version %d, entropy-coded, fitted %s\n", c.Version(), fit)
+		fmt.Fprintf(out, "width %d, %d components kept, %.2f bytes per token on the fit rows (at most %d)\n", c.Width(), c.Kept(), c.MeanPayloadBytes(), c.PayloadBytes())
+		if len(steps) > 0 {
+			fmt.Fprintf(out, "quantizer steps %.4g (first component) to %.4g (last)\n", steps[0], steps[len(steps)-1])
+		}
+	} else {
+		fmt.Fprintf(out, "format version %d, fixed bits, fitted %s\n", c.Version(), fit)
+		fmt.Fprintf(out, "width %d, %d components kept, %d bytes per token, gain %v\n", c.Width(), c.Kept(), c.PayloadBytes(), c.Gain())
+		fmt.Fprintf(out, "bits per component: %s\n", bitRuns(c.Bits()))
+	}
 	fmt.Fprintf(out, "model %s, boundary %d, calibration data %s\n", hexID(p.Model), p.Boundary, hexID(p.CalibData))
 	fmt.Fprintf(out, "fitted on %d rows, %d held out\n", s.FitSamples, s.HoldoutSamples)
 	if s.HasMSE {

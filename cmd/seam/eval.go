@@ -10,11 +10,11 @@ import (
 )
 
 type evalFlags struct {
-	modelPath, tokPath, wires, budgets, plot string
-	boundary, calibTokens                    int
-	calibSeed                                uint64
-	truncation, asJSON                       bool
-	data                                     dataFlags
+	modelPath, tokPath, wires, budgets, plot, fits string
+	boundary, calibTokens                          int
+	calibSeed                                      uint64
+	truncation, asJSON                             bool
+	data                                           dataFlags
 }
 
 func newEvalCmd() *cobra.Command {
@@ -44,7 +44,20 @@ add'). The default is every plain one, plus lowrank when a codec is attached.
 --budgets fits water-filled codecs at each budget (bytes per token) on
 calibration text sampled with --calib-seed (which must differ from --seed)
 and adds them as lowrank@B; --truncation adds the rank-B truncation baseline
-as rank@B. --plot draws KL against bytes per token: the codec curves across
+as rank@B. --fit chooses the fits made at each budget: mse (lowrank@B, fitted
+for the activations, fixed bits), output (out@B, bits weighted by each
+component's measured effect on the model's output), entropy (ec@B,
+entropy-coded) and output+entropy (out+ec@B). An entropy-coded codec's frames
+vary in size: its bytes_per_token is the mean of one-token frames (decode
+steps), and prefill_bytes_per_token that of one frame per sequence.
+
+Each result also gives the encoding's compute per token (encode_us,
+decode_us: one token per frame; prefill_encode_us, prefill_decode_us: one
+frame per sequence, the fastest of three timed rounds), beside upper_us and
+lower_us, a decode step of the layers before and after the boundary: whether
+a codec pays off on a link is its bytes saved against that compute.
+
+--plot draws KL against bytes per token: the codec curves across
 --budgets (default: eight budgets from width/8 to width bytes), the plain
 encodings as points.
 
@@ -64,6 +77,7 @@ perplexity is noisy on a few hundred, so prefer KL for fine comparisons.`,
 	fl.StringVar(&f.wires, "wire", "", "comma-separated encodings: f32,f16,q8,q5,q4,lowrank (default: all plain ones, and lowrank if attached)")
 	fl.BoolVar(&f.asJSON, "json", false, "print a JSON array of results")
 	fl.StringVar(&f.budgets, "budgets", "", "also fit codecs at these budgets (bytes per token) on sampled calibration text, e.g. 16,24,32,40,48")
+	fl.StringVar(&f.fits, "fit", "mse", "with --budgets: the fits to compare at each budget: mse (lowrank@B, for the activations), output (out@B, for the model's output), entropy (ec@B, mse entropy-coded), output+entropy (out+ec@B)")
 	fl.BoolVar(&f.truncation, "truncation", false, "with --budgets: add the rank-truncation baseline (B components at 8 bits) at each budget")
 	fl.StringVar(&f.plot, "plot", "", "write a plot of KL against bytes per token (.png, .svg or .pdf)")
 	fl.IntVar(&f.calibTokens, "calib-tokens", eval.DefaultCalibTokens, "with --budgets: calibration tokens sampled from the model")
@@ -98,6 +112,9 @@ func runEval(cmd *cobra.Command, f *evalFlags) error {
 	e := &eval.Evaluation{Model: lm, Forward: m, Boundary: f.boundary, Budgets: budgets, Truncation: f.truncation,
 		CalibTokens: f.calibTokens, CalibSeed: f.calibSeed, Data: data,
 		Progress: func(what string) eval.Progress { return progress(cmd, what) }, Logf: logf(cmd)}
+	if f.fits != "" {
+		e.Fits = strings.Split(f.fits, ",")
+	}
 	if f.wires != "" {
 		e.Wires = strings.Split(f.wires, ",")
 	}

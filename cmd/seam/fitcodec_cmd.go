@@ -16,7 +16,7 @@ func newFitCodecCmd() *cobra.Command {
 		captures, out, modelPath, tokPath string
 		bytes, rank                       int
 		targetKL, holdout                 float64
-		gain                              bool
+		gain, entropyCoded, forOutput     bool
 	)
 	cmd := &cobra.Command{
 		Use:   "fit-codec --captures F (--bytes B | --target-kl X | --rank K) --out CODEC [--model PATH]",
@@ -35,6 +35,16 @@ The budget is one of:
                   below X nats per token, found by bisection (needs --model).
   --rank K        plain truncation, the baseline: the K components of largest
                   variance at 8 bits each (K bytes per token).
+
+By default the file is format version 2 with fixed bits per component.
+--entropy entropy-codes the components instead: one quantizer step for every
+component, cell indices coded against per-component tables stored in the file;
+--bytes is then the mean payload of a one-token frame on the fit rows (frames
+vary in size; a prefill frame's tokens share one stream). It gives the same
+quality for fewer bytes (docs/codec-quality.md). --for-output (needs --model)
+weighs each component by its measured effect on the model's output (the KL of
+the next-token distribution per unit of squared error along it) instead of
+fitting for the activations alone; on stories260K it gains little.
 
 The last sequences of the capture (--holdout, a fraction of its rows rounded
 up to whole sequences) are kept out of the fit. The codec file records the
@@ -55,6 +65,12 @@ digest of the capture's tokens.`,
 			}
 			if set != 1 {
 				return errors.New("give exactly one of --bytes, --target-kl and --rank")
+			}
+			if forOutput && modelPath == "" {
+				return errors.New("--for-output measures each component's effect on the output with the model: give --model (the model the capture was made with)")
+			}
+			if (entropyCoded || forOutput) && (gain || rank > 0) {
+				return errors.New("--entropy and --for-output allocate a budget (--bytes or --target-kl); they do not combine with --gain or --rank")
 			}
 			if cmd.Flags().Changed("target-kl") && modelPath == "" {
 				return errors.New("--target-kl measures KL divergence with the model: give --model (the model the capture was made with)")
@@ -80,7 +96,10 @@ digest of the capture's tokens.`,
 				}
 				m = mm
 			}
-			spec := eval.FitSpec{Bytes: bytes, Rank: rank, Holdout: holdout, Gain: gain}
+			spec := eval.FitSpec{Bytes: bytes, Rank: rank, Holdout: holdout, Gain: gain, Entropy: entropyCoded}
+			if forOutput {
+				spec.Output = m
+			}
 			var c *codec.Codec
 			if cmd.Flags().Changed("target-kl") {
 				c, err = searchKL(cmd, m, cf, targetKL, spec)
@@ -107,6 +126,8 @@ digest of the capture's tokens.`,
 	cmd.Flags().StringVar(&modelPath, "model", "", "the model the capture was made with: measures and records the held-out KL")
 	cmd.Flags().StringVar(&tokPath, "tokenizer", "", "llama2.c tokenizer file (for llama2.c checkpoints)")
 	cmd.Flags().Float64Var(&holdout, "holdout", eval.DefaultHoldout, "fraction of the capture's rows held out (whole sequences from the end)")
+	cmd.Flags().BoolVar(&entropyCoded, "entropy", false, "entropy-code the components: --bytes is then the mean payload of a one-token frame")
+	cmd.Flags().BoolVar(&forOutput, "for-output", false, "weigh components by their measured effect on the model's output (needs --model)")
 	cmd.Flags().BoolVar(&gain, "gain", false, "send a per-token gain (2 bytes of the budget; see docs/codec.md §4.3)")
 	cmd.MarkFlagRequired("captures")
 	cmd.MarkFlagRequired("out")

@@ -1,0 +1,170 @@
+package codec
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/seamlm/seam/codec/entropy"
+)
+
+// Entropy fit (docs/codec.md §11.3). With weights w_i (1 for a fit for the
+// activations) the weighted squared error of an entropy-coded uniform
+// quantizer is about sum_i w_i step_i^2 / 12, and its rate about
+// sum_i (h_i - log2 step_i); the two balance when w_i step_i^2 is the same
+// for every component. So one scale s sets every step, step_i = s / sqrt(w_i),
+// and the fit bisects s for the budget.
+
+// entropyRateRows bounds the fit rows the budget search codes per trial.
+const entropyRateRows = 4096
+
+// entropySearchSteps is the number of bisection steps over log2(s).
+const entropySearchSteps = 40
+
+// fitEntropy fills an entropy-coded codec's components, steps and tables for
+// a mean payload of budget bytes per token on the fit rows.
+func (c *Codec) fitEntropy(rows []float32, n int, variances, weights, z []float64, order []int, budget int) error {
+	d := c.d
+	// Candidates: the directions up to the last with variance (and, fitted
+	// for the output, sensitivity); one of zero weight inside sends nothing.
+	nv := 0
+	for p := range variances {
+		if variances[p] > 0 && (weights == nil || weights[p] > 0) {
+			nv = p + 1
+		}
+	}
+	if nv == 0 {
+		return fmt.Errorf("codec: fit: no direction has variance")
+	}
+	// Every candidate direction, as the encoder will project onto it.
+	all := &Codec{d: d, k: nv, version: 2, mean: c.mean}
+	for p := 0; p < nv; p++ {
+		all.comps = append(all.comps, signedColumn(z, d, order[p])...)
+	}
+	all.buildTensors()
+	ys := all.coefficientsByComponent(rows, n)
+	w := make([]float64, nv)
+	for p := range w {
+		w[p] = 1
+		if weights != nil {
+			w[p] = weights[p]
+		}
+	}
+	rateRows := min(n, entropyRateRows)
+	trial := func(scale float64) (*entropyFit, error) {
+		return buildEntropy(ys, n, nv, w, scale, rateRows)
+	}
+	// Bracket: a scale of 16 standard deviations of the largest direction
+	// sends almost nothing; 2^-20 of it more than any budget.
+	hi := 16 * math.Sqrt(variances[0]*maxFloat(w))
+	lo := math.Ldexp(hi, -24)
+	best, err := trial(hi)
+	if err != nil {
+		return err
+	}
+	if best.meanBytes > float64(budget) {
+		return fmt.Errorf("codec: fit: even the coarsest quantizer needs %.2f bytes per token, above the budget of %d", best.meanBytes, budget)
+	}
+	for range entropySearchSteps {
+		mid := math.Sqrt(lo * hi) // bisect log2(scale)
+		f, err := trial(mid)
+		if err != nil {
+			return err
+		}
+		if f.meanBytes <= float64(budget) {
+			hi, best = mid, f
+		} else {
+			lo = mid
+		}
+	}
+	if len(best.kept) == 0 {
+		return fmt.Errorf("codec: fit: a budget of %d bytes per token sends no component once entropy-coded", budget)
+	}
+	c.scheme = schemeEntropy
+	for _, p := range best.kept {
+		c.comps = append(c.comps, all.comps[p*d:(p+1)*d]...)
+		c.ec = append(c.ec, best.quants[p])
+		c.tables = append(c.tables, best.tables[p])
+		if weights != nil {
+			c.weights = append(c.weights, float32(weights[p]))
+		}
+	}
+	c.k = len(best.kept)
+	c.stats.MeanBytes = best.meanBytes
+	return nil
+}
+
+func maxFloat(v []float64) float64 {
+	m := 0.0
+	for _, x := range v {
+		m = max(m, x)
+	}
+	return m
+}
+
+// entropyFit is one trial scale's quantizers and tables over the candidate
+// directions, the directions it keeps (some cell other than 0 occurs), and
+// its measured mean bytes per token.
+type entropyFit struct {
+	quants    []ecQuant
+	tables    []*entropy.Table
+	kept      []int
+	meanBytes float64
+}
+
+// buildEntropy quantizes the coefficients at steps scale/sqrt(w_i), counts
+// the cells of each kept direction into its table, and codes the first
+// rateRows rows one token per stream to measure the mean payload.
+func buildEntropy(ys []float32, n, nv int, w []float64, scale float64, rateRows int) (*entropyFit, error) {
+	f := &entropyFit{quants: make([]ecQuant, nv), tables: make([]*entropy.Table, nv)}
+	counts := make([]uint64, MaxCells)
+	for p := 0; p < nv; p++ {
+		if !(w[p] > 0) {
+			continue // no sensitivity: the direction sends nothing
+		}
+		col := ys[p*n : (p+1)*n]
+		var maxAbs float32
+		for _, y := range col {
+			maxAbs = max(maxAbs, float32(math.Abs(float64(y))))
+		}
+		// A step no finer than the alphabet allows: cells never clamp on
+		// the fit rows, so a finer scale never makes a stream cheaper (the
+		// rate falls monotonically with the scale, and the bisection holds).
+		step := float32(max(scale/math.Sqrt(w[p]), float64(maxAbs)/MaxIndex))
+		if !(step > 0) || math.IsInf(float64(step), 0) {
+			continue
+		}
+		qmax := int(min(math.Round(float64(maxAbs)/float64(step)), MaxIndex))
+		if qmax < 1 {
+			continue // every coefficient rounds to 0: the direction sends nothing
+		}
+		q := newECQuant(step, qmax)
+		cnt := counts[:2*qmax+1]
+		clear(cnt)
+		for _, y := range col {
+			cnt[q.index(y)+qmax]++
+		}
+		t, err := entropy.TableFromCounts(cnt, EntropyPrecision)
+		if err != nil {
+			return nil, fmt.Errorf("codec: fit: direction %d: %w", p, err)
+		}
+		f.quants[p], f.tables[p] = q, t
+		f.kept = append(f.kept, p)
+	}
+	var enc entropy.Encoder
+	var buf []byte
+	total := 0
+	for r := 0; r < rateRows; r++ {
+		enc.Reset()
+		for _, p := range f.kept {
+			q := &f.quants[p]
+			enc.Encode(f.tables[p], q.index(ys[p*n+r])+q.qmax)
+		}
+		var err error
+		if buf, err = enc.Finish(buf[:0]); err != nil {
+			return nil, fmt.Errorf("codec: fit: %w", err)
+		}
+		total += len(buf)
+	}
+	f.meanBytes = float64(total) / float64(rateRows)
+	return f, nil
+}

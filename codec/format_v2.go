@@ -1,0 +1,238 @@
+package codec
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/seamlm/seam/codec/entropy"
+	"github.com/seamlm/seam/tensor"
+	"github.com/zeebo/blake3"
+)
+
+// Version 2 file layout (docs/codec.md §11.1).
+const (
+	fileVersion2   = 2
+	flagEntropy    = 1 << 1
+	flagWeights    = 1 << 2
+	knownFlags2    = flagEntropy | flagWeights
+	provSize2      = provSize + 8 // plus the mean stream size
+	maxTableBytes2 = 16 + 2*entropy.MaxSymbols
+)
+
+// layout2 is the fixed part of a version-2 file: offsets of the sections
+// whose sizes d, k and the flags decide. Tables (entropy scheme) follow the
+// last float section and have their own sizes.
+type layout2 struct {
+	meanOff, floatsEnd int // floats: mean, components, clips or steps, weights
+	fixed              int // every byte but the tables
+}
+
+func newLayout2(d, k int, flags uint32) (layout2, error) {
+	var l layout2
+	l.meanOff = headerSize
+	if flags&flagEntropy == 0 {
+		l.meanOff += k + (4-k%4)%4
+	}
+	kd, err := tensor.MulSize(k, d)
+	if err != nil {
+		return l, err
+	}
+	floats := kd + d + k
+	if flags&flagWeights != 0 {
+		floats += k
+	}
+	fb, err := tensor.MulSize(floats, 4)
+	if err != nil {
+		return l, err
+	}
+	l.floatsEnd = l.meanOff + fb
+	l.fixed = l.floatsEnd + provSize2 + digestSize
+	if l.fixed < fb {
+		return l, fmt.Errorf("file size overflows")
+	}
+	return l, nil
+}
+
+// maxSize2 is the largest a version-2 file with this header can be.
+func maxSize2(d, k int, flags uint32) (int, error) {
+	l, err := newLayout2(d, k, flags)
+	if err != nil {
+		return 0, err
+	}
+	if flags&flagEntropy == 0 {
+		return l.fixed, nil
+	}
+	t, err := tensor.MulSize(k, maxTableBytes2)
+	if err != nil {
+		return 0, err
+	}
+	if l.fixed+t < t {
+		return 0, fmt.Errorf("file size overflows")
+	}
+	return l.fixed + t, nil
+}
+
+func (c *Codec) flags2() uint32 {
+	var f uint32
+	if c.scheme == schemeEntropy {
+		f |= flagEntropy
+	}
+	if c.weights != nil {
+		f |= flagWeights
+	}
+	return f
+}
+
+// body2 serializes a version-2 codec, everything before the digest.
+func (c *Codec) body2() []byte {
+	flags := c.flags2()
+	l, _ := newLayout2(c.d, c.k, flags) // checked when the codec was made
+	b := make([]byte, 0, l.fixed)
+	b = append(b, fileMagic...)
+	b = binary.LittleEndian.AppendUint32(b, fileVersion2)
+	b = binary.LittleEndian.AppendUint32(b, flags)
+	b = binary.LittleEndian.AppendUint32(b, uint32(c.d))
+	b = binary.LittleEndian.AppendUint32(b, uint32(c.k))
+	b = binary.LittleEndian.AppendUint32(b, uint32(c.payloadBytes))
+	if c.scheme == schemeFixed {
+		b = append(b, c.bits...)
+		b = append(b, make([]byte, l.meanOff-len(b))...)
+	}
+	b = appendF32s(b, c.mean)
+	b = appendF32s(b, c.comps)
+	if c.scheme == schemeFixed {
+		b = appendF32s(b, c.clips)
+	} else {
+		b = appendF32s(b, c.Steps())
+	}
+	b = appendF32s(b, c.weights)
+	for _, t := range c.tables {
+		b = t.AppendBinary(b)
+	}
+	b = append(b, make([]byte, (4-len(b)%4)%4)...)
+	b = c.appendProvenance(b)
+	return binary.LittleEndian.AppendUint64(b, math.Float64bits(c.stats.MeanBytes))
+}
+
+// unmarshal2 parses and validates a version-2 file (the header's magic and
+// version already checked).
+func unmarshal2(b []byte) (*Codec, error) {
+	flags := binary.LittleEndian.Uint32(b[12:])
+	if flags&^knownFlags2 != 0 {
+		return nil, fmt.Errorf("codec: version 2 flags %#x has unknown bits %#x (the gain, bit 0, is a version-1 feature)", flags, flags&^knownFlags2)
+	}
+	d, k := int(binary.LittleEndian.Uint32(b[16:])), int(binary.LittleEndian.Uint32(b[20:]))
+	l, err := newLayout2(d, k, flags)
+	if err != nil {
+		return nil, fmt.Errorf("codec: d=%d k=%d: %w", d, k, err)
+	}
+	maxSize, err := maxSize2(d, k, flags)
+	if err != nil {
+		return nil, fmt.Errorf("codec: d=%d k=%d: %w", d, k, err)
+	}
+	if len(b) < l.fixed || len(b) > maxSize || (flags&flagEntropy == 0 && len(b) != l.fixed) {
+		return nil, fmt.Errorf("codec: file is %d bytes, header (version 2, flags %#x, d=%d, k=%d) allows %d to %d", len(b), flags, d, k, l.fixed, maxSize)
+	}
+	body := b[:len(b)-digestSize]
+	if sum := blake3.Sum256(body); string(sum[:]) != string(b[len(body):]) {
+		return nil, fmt.Errorf("codec: content digest mismatch: stored %x, content hashes to %x (file corrupt or edited)", b[len(body):len(body)+8], sum[:8])
+	}
+	c := &Codec{d: d, k: k, version: 2}
+	if flags&flagEntropy != 0 {
+		c.scheme = schemeEntropy
+	} else {
+		c.bits = append([]uint8(nil), b[headerSize:headerSize+k]...)
+		for i, p := range b[headerSize+k : l.meanOff] {
+			if p != 0 {
+				return nil, fmt.Errorf("codec: padding byte %d after the bit allocation is %#x, want 0", i, p)
+			}
+		}
+	}
+	off := l.meanOff
+	c.mean, off = readF32s(b, off, d)
+	c.comps, off = readF32s(b, off, k*d)
+	var perComp []float32
+	perComp, off = readF32s(b, off, k)
+	if flags&flagWeights != 0 {
+		c.weights, off = readF32s(b, off, k)
+	}
+	end := len(b) - provSize2 - digestSize
+	if c.scheme == schemeEntropy {
+		if off, err = c.readTables(b[:end], off, perComp); err != nil {
+			return nil, err
+		}
+		for i, p := range b[off:end] {
+			if p != 0 {
+				return nil, fmt.Errorf("codec: padding byte %d after the tables is %#x, want 0", i, p)
+			}
+		}
+		if end-off >= 4 {
+			return nil, fmt.Errorf("codec: %d bytes after the tables; padding is at most 3", end-off)
+		}
+	} else {
+		c.clips = perComp
+	}
+	if err := c.validate2(); err != nil {
+		return nil, err
+	}
+	c.derive()
+	if stored := binary.LittleEndian.Uint32(b[24:]); stored != uint32(c.payloadBytes) {
+		return nil, fmt.Errorf("codec: header payload size %d bytes disagrees with the codec, which needs %d", stored, c.payloadBytes)
+	}
+	if err := c.readProvenance(b[end : end+provSize]); err != nil {
+		return nil, err
+	}
+	c.stats.MeanBytes = math.Float64frombits(binary.LittleEndian.Uint64(b[end+provSize:]))
+	if c.scheme == schemeEntropy {
+		if !finite64(c.stats.MeanBytes) || !(c.stats.MeanBytes > 0) || c.stats.MeanBytes > float64(c.payloadBytes) {
+			return nil, fmt.Errorf("codec: mean stream size %v bytes is not in (0, %d]", c.stats.MeanBytes, c.payloadBytes)
+		}
+	} else if math.Float64bits(c.stats.MeanBytes) != 0 {
+		return nil, fmt.Errorf("codec: mean stream size %v bytes in a codec with fixed bits, want +0", c.stats.MeanBytes)
+	}
+	copy(c.digest[:], b[len(body):])
+	return c, nil
+}
+
+// readTables parses the k entropy tables from b[off:] with the steps.
+func (c *Codec) readTables(b []byte, off int, steps []float32) (int, error) {
+	for i := 0; i < c.k; i++ {
+		t, n, err := entropy.ParseTable(b[off:])
+		if err != nil {
+			return 0, fmt.Errorf("codec: table of component %d: %w", i, err)
+		}
+		off += n
+		if t.Precision() != EntropyPrecision {
+			return 0, fmt.Errorf("codec: table of component %d has precision %d, want %d", i, t.Precision(), EntropyPrecision)
+		}
+		cells := t.Symbols()
+		if cells%2 != 1 || cells < 3 {
+			return 0, fmt.Errorf("codec: table of component %d has %d cells, want an odd number of at least 3 (indices -q..q)", i, cells)
+		}
+		if !finite32(steps[i]) || !(steps[i] > 0) {
+			return 0, fmt.Errorf("codec: steps[%d]=%v is not finite and positive", i, steps[i])
+		}
+		c.ec = append(c.ec, newECQuant(steps[i], cells/2))
+		c.tables = append(c.tables, t)
+	}
+	return off, nil
+}
+
+// validate2 checks a version-2 codec's values; the entropy scheme's steps
+// and tables were checked as they were read.
+func (c *Codec) validate2() error {
+	if c.gain {
+		return fmt.Errorf("codec: version 2 has no gain")
+	}
+	for i, w := range c.weights {
+		if !finite32(w) || !(w > 0) {
+			return fmt.Errorf("codec: weights[%d]=%v is not finite and positive", i, w)
+		}
+	}
+	if c.scheme == schemeEntropy {
+		c.bits, c.clips = nil, nil
+		return c.validateComponents()
+	}
+	return c.validate()
+}
