@@ -109,12 +109,8 @@ func simulate(t *testing.T, w *model.Weights, tokens []int, ranges [][2]int, enc
 		if i == len(encs) {
 			break
 		}
-		size, err := encs[i].PayloadSize(n, d)
+		buf, err := encodeFrame(encs[i], x, n, d)
 		if err != nil {
-			t.Fatal(err)
-		}
-		buf := make([]byte, size)
-		if err := encs[i].Encode(buf, x, n, d); err != nil {
 			t.Fatal(err)
 		}
 		if err := encs[i].Decode(x, buf, n, d); err != nil {
@@ -130,6 +126,20 @@ func simulate(t *testing.T, w *model.Weights, tokens []int, ranges [][2]int, enc
 		out = append(out, logits)
 	}
 	return out
+}
+
+// encodeFrame is the payload of a frame of n tokens in e, fixed-size or
+// variable-length.
+func encodeFrame(e wire.Encoding, x []float32, n, d int) ([]byte, error) {
+	if ve, ok := e.(wire.VariableEncoding); ok {
+		return ve.AppendEncode(nil, x[:n*d], n, d)
+	}
+	size, err := e.PayloadSize(n, d)
+	if err != nil {
+		return nil, err
+	}
+	buf := make([]byte, size)
+	return buf, e.Encode(buf, x[:n*d], n, d)
 }
 
 // meanKL is the mean over positions of KL(softmax(want) || softmax(got)).
@@ -336,4 +346,114 @@ func TestAssembleMixedEncodings(t *testing.T) {
 			t.Fatalf("reuse with %s: %v %v, want the chain %v with f32 boundaries", c.what, a.Addrs, a.Encodings, asm.Addrs)
 		}
 	}
+}
+
+
+// A chain whose boundary carries an entropy-coded codec (frames of varying
+// length, one stream per frame) gives, for a prefill and then decode steps,
+// the same logits bit for bit as the model run with that codec applied per
+// frame; the stage's byte counter holds the frames' real sizes.
+func TestChainWithEntropyCodec(t *testing.T) {
+	m := openStories(t)
+	id, _ := m.Identity()
+	mod, err := model.New(m.Weights)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := os.ReadFile(testmodels.Path(t, testmodels.GreedyOnceUpon))
+	if err != nil {
+		t.Fatal(err)
+	}
+	calib := eval.TokensFromText(m.Tokenizer, strings.Repeat(string(ref), 2), m.Weights.Config.SeqLen)
+	rows, n, err := eval.Capture(mod, calib, 2, 1<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := codec.Fit(rows, n, m.Weights.Config.Dim, codec.FitOptions{Bytes: 24, Entropy: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	codecs := map[int]*codec.Codec{2: c}
+	ranges := [][2]int{{0, 2}, {2, 5}}
+	local, err := stage.StartLocal(m.Weights, ranges, stage.Config{Identity: id, Timeout: 5 * time.Second, Logger: quiet}, codecs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { local.Close() })
+	chain, err := Dial(context.Background(), local.Addrs, Options{Identity: id, Config: m.Weights.Config, Encoding: wire.EncodingLowRank,
+		Codecs: codec.Digests(codecs), Timeout: 5 * time.Second, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer chain.Close()
+	tokens := m.Tokenizer.Encode("Once upon a time, there was a little girl named Lily. She loved to play outside in the park.", true, false)
+	prompt := 12
+	s, err := chain.NewSession(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Forward(context.Background(), tokens[:prompt], 0, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := prompt; p < len(tokens); p++ {
+		l, err := s.Forward(context.Background(), tokens[p:p+1], p, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, l...)
+	}
+	// The simulation: layers [0, 2) over every token, the prompt's states as
+	// one frame and each later state as its own, layers [2, 5) and the head.
+	d := m.Weights.Config.Dim
+	enc := codec.NewWire(c)
+	x := make([]float32, len(tokens)*d)
+	for i, tok := range tokens {
+		if err := mod.Embed(tok, x[i*d:(i+1)*d]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	upper, _ := mod.NewState(0, 2)
+	if err := mod.LayersBatch(upper, x, 0, len(tokens)); err != nil {
+		t.Fatal(err)
+	}
+	var wantBytes uint64
+	frame := func(lo, hi int) {
+		b, err := encodeFrame(enc, x[lo*d:hi*d], hi-lo, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := enc.Decode(x[lo*d:hi*d], b, hi-lo, d); err != nil {
+			t.Fatal(err)
+		}
+		wantBytes += uint64(wire.HeaderSize + len(b))
+	}
+	frame(0, prompt)
+	prefillBytes := wantBytes
+	for p := prompt; p < len(tokens); p++ {
+		frame(p, p+1)
+	}
+	lower, _ := mod.NewState(2, 5)
+	if err := mod.LayersBatch(lower, x, 0, len(tokens)); err != nil {
+		t.Fatal(err)
+	}
+	var want [][]float32
+	for p := range tokens {
+		l := make([]float32, m.Weights.Config.VocabSize)
+		if err := mod.Head(x[p*d:(p+1)*d], l); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, l)
+	}
+	testmodels.SameBits(t, "entropy-coded chain against the simulation", got, want)
+	st, _, err := chain.Ping(context.Background(), 0, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.DownBytes != wantBytes {
+		t.Fatalf("stage 1 counted %d bytes sent downstream, the frames take %d", st.DownBytes, wantBytes)
+	}
+	steps := len(tokens) - prompt
+	t.Logf("%d tokens (%d prompt): %d bytes downstream; decode steps' payloads %.2f bytes on average (the codec's fit rows: %.2f)",
+		len(tokens), prompt, wantBytes, float64(wantBytes-prefillBytes)/float64(steps)-wire.HeaderSize, c.MeanPayloadBytes())
 }
