@@ -33,7 +33,8 @@ type FitOptions struct {
 	// The held-out row count is floor(n * Holdout).
 	Holdout float64
 	// Entropy entropy-codes the coefficients (format version 2): Bytes is
-	// then the mean payload of one token over the fit rows, and the fit
+	// then the mean payload of a one-token frame over the held-out rows
+	// (the fit rows when none are held out), and the fit
 	// chooses one quantizer step for every component (scaled by its
 	// sensitivity when fitted for the output) to meet it.
 	Entropy bool
@@ -106,7 +107,7 @@ func Fit(samples []float32, n, d int, opts FitOptions) (*Codec, error) {
 		c.version = 1 // the gain is a version-1 feature
 	}
 	if opts.Entropy {
-		if err := c.fitEntropy(fitRows, nf, usableVariances(vals, order), weights, z, order, opts.Bytes); err != nil {
+		if err := c.fitEntropy(fitRows, nf, samples[nf*d:], nh, usableVariances(vals, order), weights, z, order, opts.Bytes); err != nil {
 			return nil, err
 		}
 	} else {
