@@ -59,7 +59,8 @@ type Stats struct {
 	HasKL     bool
 	HeldoutKL float64 // mean KL(p_exact || p_codec) over held-out tokens, nats
 	// MeanBytes is, for an entropy-coded codec (version 2), the mean size of
-	// a one-token stream over the fit rows; 0 otherwise.
+	// a one-token stream over the held-out rows (the fit rows when none were
+	// held out); 0 otherwise.
 	MeanBytes float64
 }
 

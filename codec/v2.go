@@ -131,7 +131,7 @@ func (c *Codec) Steps() []float32 {
 
 // MeanPayloadBytes is the mean payload of one token: PayloadBytes for fixed
 // bits, and for an entropy-coded codec the mean size of one-token streams
-// over the fit rows, as measured by the fit.
+// over the held-out rows (the fit rows if none), as measured by the fit.
 func (c *Codec) MeanPayloadBytes() float64 {
 	if c.scheme == schemeEntropy {
 		return c.stats.MeanBytes

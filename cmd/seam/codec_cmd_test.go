@@ -237,3 +237,49 @@ func TestCodecCommandErrors(t *testing.T) {
 		})
 	}
 }
+
+// fit-codec --entropy --for-output writes an entropy-coded codec fitted for
+// the output; attached, eval --wire lowrank measures it against the
+// fixed-bits codec of the same budget (lower KL, the same mean bytes), and
+// the flags refuse what they cannot do by name.
+func TestFitCodecEntropyForOutput(t *testing.T) {
+	ctr, capture := codecFixture(t)
+	dir := filepath.Dir(capture)
+	ec, fixed := filepath.Join(dir, "ec.codec"), filepath.Join(dir, "fixed.codec")
+	out := mustSeam(t, "fit-codec", "--captures", capture, "--bytes", "24", "--entropy", "--for-output", "--model", ctr, "--out", ec)
+	if !strings.Contains(out, "format version 2, entropy-coded, fitted for the model's output") {
+		t.Fatalf("fit-codec output:\n%s", out)
+	}
+	mustSeam(t, "fit-codec", "--captures", capture, "--bytes", "24", "--model", ctr, "--out", fixed)
+	c, err := codec.ReadFile(ec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Variable() || c.Weights() == nil || !(c.MeanPayloadBytes() <= 24 && c.MeanPayloadBytes() > 23) || !c.Stats().HasKL {
+		t.Fatalf("codec: variable %v, weights %v, %.2f bytes, stats %+v", c.Variable(), c.Weights() != nil, c.MeanPayloadBytes(), c.Stats())
+	}
+	kl := func(path string) (float64, float64) {
+		mustSeam(t, "codec", "add", "--model", ctr, "--boundary", "2", path)
+		var rs []map[string]any
+		js := mustSeam(t, "eval", "--model", ctr, "--boundary", "2", "--sample-tokens", "1024", "--seed", "2", "--wire", "lowrank", "--json")
+		if err := json.Unmarshal([]byte(js), &rs); err != nil || len(rs) != 1 {
+			t.Fatalf("eval --json: %v\n%s", err, js)
+		}
+		return rs[0]["kl"].(float64), rs[0]["bytes_per_token"].(float64)
+	}
+	klEC, bytesEC := kl(ec)
+	klFixed, bytesFixed := kl(fixed)
+	t.Logf("24-byte budget: entropy-coded for the output KL %.4g at %.2f bytes; fixed bits KL %.4g at %.0f", klEC, bytesEC, klFixed, bytesFixed)
+	if !(klEC < klFixed) || bytesFixed != 24 || !(bytesEC > 22 && bytesEC < 26) {
+		t.Fatalf("entropy-coded KL %v at %v bytes, fixed bits %v at %v", klEC, bytesEC, klFixed, bytesFixed)
+	}
+	for _, bad := range [][]string{
+		{"--bytes", "24", "--for-output"},
+		{"--rank", "8", "--entropy"},
+	} {
+		args := append([]string{"fit-codec", "--captures", capture, "--out", filepath.Join(dir, "x.codec")}, bad...)
+		if out, err := seam(t, args...); err == nil || !(strings.Contains(out+err.Error(), "--for-output") || strings.Contains(out+err.Error(), "--entropy")) {
+			t.Fatalf("seam %v: %v\n%s", bad, err, out)
+		}
+	}
+}

@@ -39,7 +39,7 @@ The budget is one of:
 By default the file is format version 2 with fixed bits per component.
 --entropy entropy-codes the components instead: one quantizer step for every
 component, cell indices coded against per-component tables stored in the file;
---bytes is then the mean payload of a one-token frame on the fit rows (frames
+--bytes is then the mean payload of a one-token frame on the held-out rows (frames
 vary in size; a prefill frame's tokens share one stream). It gives the same
 quality for fewer bytes (docs/codec-quality.md). --for-output (needs --model)
 weighs each component by its measured effect on the model's output (the KL of
