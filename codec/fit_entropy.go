@@ -178,4 +178,3 @@ func buildEntropy(ys []float32, n int, rateYs []float32, rateN, nv int, w []floa
 	f.meanBytes = float64(total) / float64(rateRows)
 	return f, nil
 }
-

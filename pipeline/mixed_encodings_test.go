@@ -348,7 +348,6 @@ func TestAssembleMixedEncodings(t *testing.T) {
 	}
 }
 
-
 // A chain whose boundary carries an entropy-coded codec (frames of varying
 // length, one stream per frame) gives, for a prefill and then decode steps,
 // the same logits bit for bit as the model run with that codec applied per
