@@ -90,3 +90,71 @@ func BenchmarkDecode(b *testing.B) {
 		})
 	}
 }
+
+// frameCodecs fits, on the same width-1024 data, a version-1 codec, a
+// version-2 one with fixed bits and an entropy-coded one, all at 256 bytes
+// a token.
+func frameCodecs(b *testing.B) (map[string]*Codec, []float32) {
+	b.Helper()
+	const n, d = 3000, 1024
+	rng := rand.New(rand.NewPCG(3, 4))
+	x := make([]float32, n*d)
+	lat := make([]float64, 64)
+	mix := make([]float64, 64*d)
+	for i := range mix {
+		mix[i] = rng.NormFloat64()
+	}
+	for r := 0; r < n; r++ {
+		for f := range lat {
+			lat[f] = rng.NormFloat64() / float64(1+f/8)
+		}
+		for j := 0; j < d; j++ {
+			v := 0.3 * rng.NormFloat64()
+			for f := range lat {
+				v += lat[f] * mix[f*d+j]
+			}
+			x[r*d+j] = float32(v)
+		}
+	}
+	out := map[string]*Codec{}
+	for name, o := range map[string]FitOptions{
+		"v1":       {Bytes: 256, version1: true},
+		"v2-fixed": {Bytes: 256},
+		"v2-ec":    {Bytes: 256, Entropy: true, Holdout: 0.1},
+	} {
+		c, err := Fit(x, n, d, o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out[name] = c
+	}
+	return out, x
+}
+
+// BenchmarkFrame encodes and decodes frames of 1 and 128 tokens at width
+// 1024: version 1 projects token by token, version 2 one matrix product per
+// frame. The metric is µs per token, encode and decode together.
+func BenchmarkFrame(b *testing.B) {
+	codecs, x := frameCodecs(b)
+	for _, name := range []string{"v1", "v2-fixed", "v2-ec"} {
+		c := codecs[name]
+		for _, tokens := range []int{1, 128} {
+			b.Run(fmt.Sprintf("%s/tokens%d", name, tokens), func(b *testing.B) {
+				xs := x[:tokens*c.Width()]
+				out := make([]float32, len(xs))
+				var buf []byte
+				b.ReportAllocs()
+				for b.Loop() {
+					var err error
+					if buf, err = c.AppendTokens(buf[:0], xs); err != nil {
+						b.Fatal(err)
+					}
+					if err := c.DecodeTokens(out, buf); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(b.Elapsed().Seconds()*1e6/float64(b.N*tokens), "µs/token")
+			})
+		}
+	}
+}
