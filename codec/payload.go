@@ -88,14 +88,19 @@ func (e *Encoder) EncodeBatch(dst []byte, xs []float32) error {
 func (e *Encoder) encode(dst []byte, x []float32) {
 	c := e.c
 	gainCode := e.coefficients(x)
-	var acc uint64 // pending bits, LSB first
-	var nb uint    // number of pending bits
-	o := 0
 	if c.gain {
-		acc, nb = uint64(gainCode), GainBits
+		c.pack(dst, e.y, uint64(gainCode), GainBits)
+		return
 	}
-	for i := range e.y {
-		acc |= uint64(c.q[i].index(e.y[i])) << nb
+	c.pack(dst, e.y, 0, 0)
+}
+
+// pack writes the cells of the coefficients y after nb pending bits acc
+// (the gain, or none), LSB first (docs/codec.md §4.1).
+func (c *Codec) pack(dst []byte, y []float32, acc uint64, nb uint) {
+	o := 0
+	for i, v := range y {
+		acc |= uint64(c.q[i].index(v)) << nb
 		nb += uint(c.bits[i])
 		for nb >= 8 {
 			dst[o] = byte(acc)

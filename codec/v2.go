@@ -196,7 +196,7 @@ func (c *Codec) AppendTokens(dst []byte, xs []float32) ([]byte, error) {
 		p := c.payloadBytes
 		dst = slices.Grow(dst, n*p)[:start+n*p]
 		for t := 0; t < n; t++ {
-			c.packFixed(dst[start+t*p:start+(t+1)*p], s.y[t*c.k:(t+1)*c.k])
+			c.pack(dst[start+t*p:start+(t+1)*p], s.y[t*c.k:(t+1)*c.k], 0, 0) // version 2 has no gain
 		}
 		return dst, nil
 	}
@@ -213,27 +213,6 @@ func (c *Codec) AppendTokens(dst []byte, xs []float32) ([]byte, error) {
 		return dst, fmt.Errorf("codec: encode: %w", err)
 	}
 	return out, nil
-}
-
-// packFixed packs one token's coefficients y with the fixed-bits quantizers
-// (no gain: version 2 has none).
-func (c *Codec) packFixed(dst []byte, y []float32) {
-	var acc uint64
-	var nb uint
-	o := 0
-	for i, v := range y {
-		acc |= uint64(c.q[i].index(v)) << nb
-		nb += uint(c.bits[i])
-		for nb >= 8 {
-			dst[o] = byte(acc)
-			o++
-			acc >>= 8
-			nb -= 8
-		}
-	}
-	if nb > 0 {
-		dst[o] = byte(acc)
-	}
 }
 
 // DecodeTokens reconstructs len(dst)/d tokens from src, the payload

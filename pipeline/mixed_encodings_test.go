@@ -26,15 +26,7 @@ import (
 // the model and records its held-out KL, measured on sampled tokens.
 func fitCodecs(t *testing.T, m *loader.Model, perToken int) map[int]*codec.Codec {
 	t.Helper()
-	mod, err := model.New(m.Weights)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref, err := os.ReadFile(testmodels.Path(t, testmodels.GreedyOnceUpon))
-	if err != nil {
-		t.Fatal(err)
-	}
-	calib := eval.TokensFromText(m.Tokenizer, strings.Repeat(string(ref), 2), m.Weights.Config.SeqLen)
+	mod, calib := calibration(t, m)
 	held, err := eval.SampleTokens(mod, m.Tokenizer.BOS(), m.Tokenizer.EOS(), 128, 7, 1, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -59,6 +51,21 @@ func fitCodecs(t *testing.T, m *loader.Model, perToken int) map[int]*codec.Codec
 		out[b] = c
 	}
 	return out
+}
+
+// calibration is the model's forward pass and the calibration text the
+// codecs of these tests are fitted on: the shared greedy reference, twice.
+func calibration(t *testing.T, m *loader.Model) (*model.Model, [][]int) {
+	t.Helper()
+	mod, err := model.New(m.Weights)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := os.ReadFile(testmodels.Path(t, testmodels.GreedyOnceUpon))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mod, eval.TokensFromText(m.Tokenizer, strings.Repeat(string(ref), 2), m.Weights.Config.SeqLen)
 }
 
 // encodingsFor resolves a chain's boundary encodings for the simulation:
@@ -355,15 +362,7 @@ func TestAssembleMixedEncodings(t *testing.T) {
 func TestChainWithEntropyCodec(t *testing.T) {
 	m := openStories(t)
 	id, _ := m.Identity()
-	mod, err := model.New(m.Weights)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref, err := os.ReadFile(testmodels.Path(t, testmodels.GreedyOnceUpon))
-	if err != nil {
-		t.Fatal(err)
-	}
-	calib := eval.TokensFromText(m.Tokenizer, strings.Repeat(string(ref), 2), m.Weights.Config.SeqLen)
+	mod, calib := calibration(t, m)
 	rows, n, err := eval.Capture(mod, calib, 2, 1<<20, nil)
 	if err != nil {
 		t.Fatal(err)

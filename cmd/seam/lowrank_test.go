@@ -73,21 +73,12 @@ func TestLowRankWire(t *testing.T) {
 		t.Fatalf("missing codec not reported: %v", err)
 	}
 	// Separate processes split at layers 2 and 3, both with codecs.
-	a1, _ := startStage(t, ctr, 0, 2)
-	a2, _ := startStage(t, ctr, 2, 3)
-	a3, _ := startStage(t, ctr, 3, 5)
-	text, err := seam(t, append([]string{"run", "--model", ctr, "--stages", a1 + "," + a2 + "," + a3, "--wire", "lowrank", "-n", "60", "--temperature", "0", "Once upon a time"}, keyFlags(t)...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	text := lowrankThreeStages(t, ctr)
 	t.Logf("lowrank text: %q", text)
 	// Close to f32's: the f32 model's greedy text (the shared reference file)
 	// and the lowrank one agree for their first 150 bytes, about 45 of the
 	// 60 tokens. Measured: the whole 60-token text (175 bytes) agrees.
-	same := 0
-	for same < len(text) && same < len(ref) && text[same] == ref[same] {
-		same++
-	}
+	same := agreeing(text, string(ref))
 	if same < 150 {
 		t.Fatalf("lowrank text leaves f32's after %d bytes (want at least 150):\n lowrank: %q\n     f32: %q", same, text, ref[:min(len(ref), len(text))])
 	}
@@ -201,6 +192,20 @@ func TestLowRankEntropyWire(t *testing.T) {
 		}
 	}
 	m.Close()
+	text := lowrankThreeStages(t, ctr)
+	same := agreeing(text, string(ref))
+	t.Logf("entropy-coded lowrank text agrees with f32's for %d of its %d bytes: %q", same, len(text), text)
+	// Measured: 174 of the 175 bytes agree (the last token differs); 150
+	// leaves room for a near-tie late in the text, not for a broken codec.
+	if same < 150 {
+		t.Fatalf("lowrank text leaves f32's after %d bytes:\n lowrank: %q\n     f32: %q", same, text, ref[:min(len(ref), len(text))])
+	}
+}
+
+// lowrankThreeStages runs 60 greedy tokens through three separate-process
+// stages split at layers 2 and 3 with --wire lowrank, and returns the text.
+func lowrankThreeStages(t *testing.T, ctr string) string {
+	t.Helper()
 	a1, _ := startStage(t, ctr, 0, 2)
 	a2, _ := startStage(t, ctr, 2, 3)
 	a3, _ := startStage(t, ctr, 3, 5)
@@ -208,14 +213,14 @@ func TestLowRankEntropyWire(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	same := 0
-	for same < len(text) && same < len(ref) && text[same] == ref[same] {
-		same++
+	return text
+}
+
+// agreeing is the length of the common prefix of a and b.
+func agreeing(a, b string) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
 	}
-	t.Logf("entropy-coded lowrank text agrees with f32's for %d of its %d bytes: %q", same, len(text), text)
-	// Measured: 174 of the 175 bytes agree (the last token differs); 150
-	// leaves room for a near-tie late in the text, not for a broken codec.
-	if same < 150 {
-		t.Fatalf("lowrank text leaves f32's after %d bytes:\n lowrank: %q\n     f32: %q", same, text, ref[:min(len(ref), len(text))])
-	}
+	return n
 }
