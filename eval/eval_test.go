@@ -18,22 +18,8 @@ import (
 
 const bos, eos = 1, 2
 
-// smallModel is a random-weight model small enough that whole evaluations
-// take milliseconds: width 32, 4 layers, 64-word vocabulary, context 32.
-func smallModel(t testing.TB) *model.Model {
-	t.Helper()
-	cfg := model.Config{Dim: 32, HiddenDim: 64, NLayers: 4, NHeads: 4, NKVHeads: 2, VocabSize: 64,
-		SeqLen: 32, RopeTheta: 10000, RopeDim: 8, NormEps: 1e-5}
-	w, err := synth.Weights(cfg, 7)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := model.New(w)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
+// smallModel: width 32, 4 layers, 64-word vocabulary, context 32.
+func smallModel(t testing.TB) *model.Model { return eval.SmallTestModel(t, 64) }
 
 // wholeLogits runs the whole model over seq, one state, and returns the
 // logits after each token.

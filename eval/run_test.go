@@ -7,7 +7,6 @@ import (
 
 	"github.com/seamlm/seam/eval"
 	"github.com/seamlm/seam/loader"
-	"github.com/seamlm/seam/model"
 	"github.com/seamlm/seam/synth"
 )
 
@@ -15,17 +14,8 @@ import (
 // exact, the lossy encodings are not, fitted budgets are added by name, and
 // contradictory settings are refused.
 func TestEvaluationRun(t *testing.T) {
-	cfg := model.Config{Dim: 32, HiddenDim: 64, NLayers: 4, NHeads: 4, NKVHeads: 2, VocabSize: 300,
-		SeqLen: 32, RopeTheta: 10000, RopeDim: 8, NormEps: 1e-5}
-	w, err := synth.Weights(cfg, 7)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := model.New(w)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := synth.Tokenizer(cfg.VocabSize)
+	m := eval.SmallTestModel(t, 300)
+	tok, err := synth.Tokenizer(m.Config().VocabSize)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,9 +9,12 @@ import (
 	"github.com/seamlm/seam/synth"
 )
 
-func tinyModel(t *testing.T) *model.Model {
+// SmallTestModel is a random-weight model small enough that whole
+// evaluations take milliseconds: width 32, 4 layers, a vocabulary of vocab
+// words, context 32. The package's external tests use it too.
+func SmallTestModel(t testing.TB, vocab int) *model.Model {
 	t.Helper()
-	cfg := model.Config{Dim: 32, HiddenDim: 64, NLayers: 4, NHeads: 4, NKVHeads: 2, VocabSize: 64,
+	cfg := model.Config{Dim: 32, HiddenDim: 64, NLayers: 4, NHeads: 4, NKVHeads: 2, VocabSize: vocab,
 		SeqLen: 32, RopeTheta: 10000, RopeDim: 8, NormEps: 1e-5}
 	w, err := synth.Weights(cfg, 7)
 	if err != nil {
@@ -29,7 +32,7 @@ func tinyModel(t *testing.T) *model.Model {
 // nearly the same weight; and it varies between directions (a flat
 // answer would mean the probe measured nothing).
 func TestSensitivityIsQuadratic(t *testing.T) {
-	m := tinyModel(t)
+	m := SmallTestModel(t, 64)
 	seqs, err := SampleTokens(m, 1, 2, 600, 3, 1, nil)
 	if err != nil {
 		t.Fatal(err)
