@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"math"
 	"os"
 	"strings"
@@ -405,6 +407,51 @@ func TestEntropyFitLargeBudgets(t *testing.T) {
 				t.Fatalf("budget %d: held-out MSE %v, above the smaller budget's %v", budget, mse, prev)
 			}
 			prev = mse
+		}
+	}
+}
+
+// TestV2Concurrent: goroutines sharing a codec encode and decode frames at
+// once and get exactly the serial results (scratch comes from the codec's
+// pool, the kernels' workers are shared). CI runs it under the race
+// detector.
+func TestV2Concurrent(t *testing.T) {
+	cs := v2Codecs(t)
+	x := goldenInput(400, 48)
+	for name, c := range cs {
+		d := c.Width()
+		want := make([][]byte, 8)
+		for g := range want {
+			var err error
+			if want[g], err = c.AppendTokens(nil, x[g*5*d:(g*5+1+g)*d]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		errs := make(chan error, len(want))
+		for g := range want {
+			go func() {
+				xs := x[g*5*d : (g*5+1+g)*d]
+				out := make([]float32, len(xs))
+				for range 40 {
+					b, err := c.AppendTokens(nil, xs)
+					if err == nil && !bytes.Equal(b, want[g]) {
+						err = errors.New("payload differs from the serial one")
+					}
+					if err == nil {
+						err = c.DecodeTokens(out, b)
+					}
+					if err != nil {
+						errs <- fmt.Errorf("%s, goroutine %d: %w", name, g, err)
+						return
+					}
+				}
+				errs <- nil
+			}()
+		}
+		for range want {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 }
