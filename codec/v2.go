@@ -37,10 +37,12 @@ const (
 	MaxCells = 2*MaxIndex + 1
 )
 
-// tensors returns the kept components as a k x d matrix (encoding) and its
-// transpose, d x k (decoding), viewed as f32 tensors for the kernels.
+// buildTensors views the kept components as a k x d f32 tensor (encoding)
+// and their transpose as a d x k one (decoding), for the kernels. The
+// components do not change once a codec is built, so a second call (the fit
+// builds them before its clips, derive again) keeps the first views.
 func (c *Codec) buildTensors() {
-	if c.version < 2 || c.k == 0 {
+	if c.version < 2 || c.k == 0 || c.encW != nil {
 		return
 	}
 	c.compsT = make([]float32, c.d*c.k)
