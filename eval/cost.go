@@ -8,17 +8,26 @@ import (
 	"github.com/seamlm/seam/wire"
 )
 
-// costTokens bounds the positions the compute cost is timed on.
-const costTokens = 256
+// costTokens bounds the positions an encoding's cost is timed on, and
+// stageTokens the decode steps the layers on each side are timed over
+// (fewer: on a large model a step takes a good part of a second).
+const (
+	costTokens  = 256
+	stageTokens = 32
+)
 
-// measureCost times, on the first sequence's hidden states (at most
-// costTokens positions), each encoding's encode and decode per token, one
-// token per frame and the whole run as one frame, and one decode step of
-// the layers on each side of the boundary. Each figure is the fastest of
-// three rounds after a warm-up round, so that other load on the machine
-// counts as little as it can; they run on one goroutine while no other
-// evaluation work runs.
-func measureCost(m *model.Model, seqs [][]int, boundary int, encs []wire.Encoding, rep *Report) error {
+// MeasureCost fills rep's compute costs (Result.EncodeUS and the rest,
+// Report.UpperUS and LowerUS): on the longest sequence's hidden states (at
+// most 256 positions), each encoding's encode and decode per token, one
+// token per frame and the whole run as one frame, and, over its first 32
+// positions, one decode step of the layers on each side of the boundary.
+// Each figure is the fastest of three rounds after a warm-up round, so
+// that other load on the machine counts as little as it can. encs must be
+// the encodings rep was made with, in the same order.
+func MeasureCost(m *model.Model, seqs [][]int, boundary int, encs []wire.Encoding, rep *Report) error {
+	if len(encs) != len(rep.Results) {
+		return fmt.Errorf("measure cost: %d encodings for %d results", len(encs), len(rep.Results))
+	}
 	var seq []int
 	for _, s := range seqs {
 		if len(s) > len(seq) {
@@ -92,16 +101,17 @@ func measureCost(m *model.Model, seqs [][]int, boundary int, encs []wire.Encodin
 	x := make([]float32, d)
 	logits := make([]float32, c.vocab)
 	var serr error
-	rep.UpperUS = fastest(P, func() {
+	S := min(P, stageTokens)
+	rep.UpperUS = fastest(S, func() {
 		c.upper.Reset()
-		for p := 0; p < P && serr == nil; p++ {
+		for p := 0; p < S && serr == nil; p++ {
 			copy(x, c.hidden[p*d:(p+1)*d]) // any state of the right width will do
 			serr = m.LayersBatch(c.upper, x, p, 1)
 		}
 	})
-	rep.LowerUS = fastest(P, func() {
+	rep.LowerUS = fastest(S, func() {
 		c.lower.Reset()
-		for p := 0; p < P && serr == nil; p++ {
+		for p := 0; p < S && serr == nil; p++ {
 			copy(x, c.hidden[p*d:(p+1)*d])
 			if serr = m.LayersBatch(c.lower, x, p, 1); serr == nil {
 				serr = m.Head(x, logits)

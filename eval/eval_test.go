@@ -515,8 +515,15 @@ func TestCompareEntropyCodec(t *testing.T) {
 	}
 	seqs, _ := eval.SampleTokens(m, bos, eos, 200, 12, 1, nil)
 	enc := codec.NewWire(c)
-	rep, err := eval.Compare(m, seqs, 2, []wire.Encoding{enc, codec.NewWire(fixed), wire.F16}, nil)
+	encs := []wire.Encoding{enc, codec.NewWire(fixed), wire.F16}
+	rep, err := eval.Compare(m, seqs, 2, encs, nil)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Results[0].EncodeUS != 0 || rep.UpperUS != 0 {
+		t.Fatal("Compare timed the encodings itself")
+	}
+	if err := eval.MeasureCost(m, seqs, 2, encs, rep); err != nil {
 		t.Fatal(err)
 	}
 	// The sizes, counted here one position at a time.

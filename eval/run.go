@@ -207,6 +207,9 @@ func (e *Evaluation) Run() (*Report, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
+	if err := MeasureCost(e.Forward, seqs, e.Boundary, encs, rep); err != nil {
+		return nil, "", fmt.Errorf("timing the encodings: %w", err)
+	}
 	for i := range rep.Results {
 		rep.Results[i].Wire = runs[i].name
 	}
