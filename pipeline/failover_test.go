@@ -315,9 +315,11 @@ func TestFailureWithoutReplicaNamesTheStage(t *testing.T) {
 // case the heartbeats exist for.
 func TestHeartbeatsCoverALongPrefill(t *testing.T) {
 	cfg := synth.WideConfig()
-	// A prompt of 1023 tokens: 511 took 0.56 to 0.72 s, too close to the
-	// 0.6 s (3x the threshold) the test needs to show anything.
-	cfg.SeqLen = 1024
+	// A prompt of 1535 tokens, about 3.7 s of prefill (11 s under the race
+	// detector): well over the 1.2 s (3x the threshold) the test needs to
+	// show anything. (511 tokens took 0.56 to 0.72 s; 1023 about 1.6 s;
+	// 2047 5.4 s, 16.5 s under the race detector.)
+	cfg.SeqLen = 1536
 	w, err := synth.Weights(cfg, 5)
 	if err != nil {
 		t.Fatal(err)
@@ -327,7 +329,11 @@ func TestHeartbeatsCoverALongPrefill(t *testing.T) {
 	for i := range tokens {
 		tokens[i] = (i*37 + 11) % cfg.VocabSize
 	}
-	const hang = 200 * time.Millisecond
+	// 400 ms, not less: the idle last stage must answer the head's ping
+	// within half of it while the first stage's prefill keeps both cores
+	// busy, and in CI other test binaries share them too (at 200 ms one run
+	// declared the idle stage hung).
+	const hang = 400 * time.Millisecond
 	for _, beat := range []time.Duration{25 * time.Millisecond, -1} {
 		local, err := stage.StartLocal(w, [][2]int{{0, 3}, {3, 4}}, stage.Config{Identity: id, Timeout: 30 * time.Second, Logger: quiet, Heartbeat: beat}, nil)
 		if err != nil {
