@@ -275,13 +275,9 @@ func (c *Codec) unpackFixed(v []float32, src []byte) error {
 	return nil
 }
 
-// maxStream is the most bytes an entropy-coded stream of n tokens takes.
+// maxStream is MaxPayload for an entropy-coded codec, 0 when it overflows.
 func (c *Codec) maxStream(n int) int {
-	syms, err := tensor.MulSize(n, c.k)
-	if err != nil {
-		return 0
-	}
-	m, err := entropy.MaxBytes(syms, EntropyPrecision)
+	m, err := c.MaxPayload(n)
 	if err != nil {
 		return 0
 	}
