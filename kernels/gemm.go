@@ -18,7 +18,10 @@ import (
 //
 // Float types: the register tile is one row by 8 vectors, the row loaded
 // (f16, bf16: widened) once per tile; rows go gemmRowBlock at a time so that
-// a group of vectors stays in cache across them.
+// a group of vectors stays in cache across them. With AVX-512's 32
+// registers the tile is two rows by 4 vectors instead, each vector's values
+// loaded once for both rows: fewer loads per product, and it pays from 4
+// vectors where the 8-vector tile needed 24.
 //
 // Integer types: the tile is 16 rows by 4 vectors. The 16 rows are unpacked
 // once per block of rows into an interleaved form (for each unit and each
@@ -44,6 +47,24 @@ const (
 	// tiles 60/38/28; q8_0 at 4/8/16: blocked 35/27/25, tiles 61/34/19.
 	gemmF32Min = 24
 	gemmIntMin = 12
+
+	// With AVX-512 the float types use the small tile (2 rows by
+	// gemmSmallGroup vectors) from gemmSmallMin vectors instead: it beats
+	// both the blocked path and the 8-vector tile at every count from 4
+	// (BenchmarkMatMulBatch and -bench SmallBatchDRAM, 2026-12-02: 768x768,
+	// one thread, CPU ns per vector 9.5-9.9K at 4 to 64 vectors, against
+	// 15-18K blocked and 10.4-11.2K for the 8-vector tile at 24 and 64).
+	gemmSmallMin   = 4
+	gemmSmallGroup = 4
+	// gemmPrefetchRows is how far ahead of its rows the small tile
+	// prefetches.
+	gemmPrefetchRows = 8
+
+	// Q8_0 blocks are transposed into the integer tile's form in registers
+	// (interleaveQ80), so its tile pays from 4 vectors: -bench
+	// SmallBatchDRAM, q8_0, ns per vector at 4/8/16 vectors: tiles
+	// 17-21/10-12/7-8K, blocked 25-27/21-24/19-22K (2026-12-02).
+	gemmQ80Min = 4
 
 	gemmIntRows   = 16                        // rows per integer tile (a register's lanes)
 	gemmIntVecs   = 4                         // vectors per integer tile
@@ -215,6 +236,16 @@ func packGEMM(a *actQ, unitVals int) *gemmPacked {
 // interleave unpacks rows [r0, r0+16) of w (rows past r1 as zeros) into the
 // integer tile's form in up.il (and Q4_K's minimum factors in up.mil).
 func (up *unpacked) interleave(w *tensor.Tensor, r0, r1, unitVals int) {
+	up.il = grow(up.il, w.Cols/unitVals*unitStride(unitVals))
+	if r1-r0 >= gemmIntRows && interleaveQ80(w, r0, up.il) {
+		return
+	}
+	up.interleaveUnpacked(w, r0, r1, unitVals)
+}
+
+// interleaveUnpacked is interleave by way of unpackRow: every type, and
+// blocks of fewer than 16 rows.
+func (up *unpacked) interleaveUnpacked(w *tensor.Tensor, r0, r1, unitVals int) {
 	cols, nb := w.Cols, w.Cols/32
 	nu, us := cols/unitVals, unitStride(unitVals)
 	groups := unitVals / 4
@@ -268,39 +299,29 @@ func (j *job) gemmRows(p *product, r0, r1 int, scratch *[]float32) int {
 		return j.gemmIntRows(p, r0, r1, scratch)
 	}
 	w := p.w
-	if j.tokens < gemmF32Min || !gemmF32OK() || w.Cols%32 != 0 {
+	if w.Cols%32 != 0 {
+		return 0
+	}
+	if gemmF32SmallOK() {
+		if j.tokens < gemmSmallMin {
+			return 0
+		}
+		return j.gemmSmallRows(p, r0, r1)
+	}
+	if j.tokens < gemmF32Min || !gemmF32OK() {
 		return 0
 	}
 	cols, rows, groups := w.Cols, w.Rows, j.tokens/gemmGroup
-	direct := w.Type == tensor.F32 && aligned4(w.Data)
-	var rowsBuf []float32
-	if !direct {
-		buf, _ := gemmRowsPool.Get().(*[]float32)
-		if buf == nil {
-			buf = new([]float32)
-		}
-		defer gemmRowsPool.Put(buf)
-		*buf = grow(*buf, gemmRowBlock*cols)
-		rowsBuf = *buf
-	}
+	src := newRowSource(w)
+	defer src.release()
 	var tile [gemmGroup]float32
 	for rb := r0; rb < r1; rb += gemmRowBlock {
 		re := min(rb+gemmRowBlock, r1)
-		if !direct {
-			for r := rb; r < re; r++ {
-				DequantRow(rowsBuf[(r-rb)*cols:(r-rb+1)*cols], w, r)
-			}
-		}
+		block := src.block(rb, re)
 		for g := range groups {
 			x := j.x[g*gemmGroup*cols:]
 			for r := rb; r < re; r++ {
-				var row []float32
-				if direct {
-					row = tensor.AsF32(w.Row(r))
-				} else {
-					row = rowsBuf[(r-rb)*cols : (r-rb+1)*cols]
-				}
-				gemmF32(row, x, cols, &tile)
+				gemmF32(block[(r-rb)*cols:(r-rb+1)*cols], x, cols, &tile)
 				// Vector g*8+t, row r.
 				out := p.out[g*gemmGroup*rows+r:]
 				_ = out[(gemmGroup-1)*rows]
@@ -311,6 +332,93 @@ func (j *job) gemmRows(p *product, r0, r1 int, scratch *[]float32) int {
 		}
 	}
 	return groups * gemmGroup // the caller does the vectors after the last whole group
+}
+
+// rowSource gives the float rows [r0, r1) of a product: the weights
+// themselves for aligned f32, otherwise widened into a pooled buffer.
+type rowSource struct {
+	w      *tensor.Tensor
+	direct bool
+	buf    *[]float32
+}
+
+func newRowSource(w *tensor.Tensor) rowSource {
+	rs := rowSource{w: w, direct: w.Type == tensor.F32 && aligned4(w.Data)}
+	if !rs.direct {
+		rs.buf, _ = gemmRowsPool.Get().(*[]float32)
+		if rs.buf == nil {
+			rs.buf = new([]float32)
+		}
+		*rs.buf = grow(*rs.buf, gemmRowBlock*w.Cols)
+	}
+	return rs
+}
+
+// block returns rows [r0, r1) (at most gemmRowBlock) as one slice, row r at
+// (r-r0)*cols.
+func (rs rowSource) block(r0, r1 int) []float32 {
+	cols := rs.w.Cols
+	if rs.direct {
+		return tensor.AsF32(rs.w.Data)[r0*cols : r1*cols]
+	}
+	b := (*rs.buf)[:(r1-r0)*cols]
+	for r := r0; r < r1; r++ {
+		DequantRow(b[(r-r0)*cols:(r-r0+1)*cols], rs.w, r)
+	}
+	return b
+}
+
+// prefetch returns the rows the small tile prefetches while it runs rows r
+// and r+next/cols against group g: gemmPrefetchRows ahead, on the first
+// group's pass, when the tile reads the block from memory (later groups
+// find it in cache); nil for the others, and for widened rows.
+func (rs rowSource) prefetch(g, r, next int) []float32 {
+	pr := r + gemmPrefetchRows
+	if !rs.direct || g != 0 || pr+1 >= rs.w.Rows {
+		return nil
+	}
+	cols := rs.w.Cols
+	return tensor.AsF32(rs.w.Data)[pr*cols : (pr+1)*cols+next]
+}
+
+func (rs rowSource) release() {
+	if rs.buf != nil {
+		gemmRowsPool.Put(rs.buf)
+	}
+}
+
+// gemmSmallRows is gemmRows with the small float tile: rows two at a time
+// against groups of gemmSmallGroup vectors.
+func (j *job) gemmSmallRows(p *product, r0, r1 int) int {
+	w := p.w
+	cols, rows, groups := w.Cols, w.Rows, j.tokens/gemmSmallGroup
+	src := newRowSource(w)
+	defer src.release()
+	var tile [gemmGroup]float32
+	for rb := r0; rb < r1; rb += gemmRowBlock {
+		re := min(rb+gemmRowBlock, r1)
+		block := src.block(rb, re)
+		for g := range groups {
+			x := j.x[g*gemmSmallGroup*cols:]
+			out := p.out[g*gemmSmallGroup*rows:]
+			for r := rb; r < re; r += 2 {
+				next := cols // the second row; 0 repeats the first for an odd last row
+				if r+1 == re {
+					next = 0
+				}
+				gemmF32R2(block[(r-rb)*cols:], next, x, cols, &tile, src.prefetch(g, r, next))
+				for t := range gemmSmallGroup {
+					out[t*rows+r] = tile[t]
+				}
+				if next != 0 {
+					for t := range gemmSmallGroup {
+						out[t*rows+r+1] = tile[gemmSmallGroup+t]
+					}
+				}
+			}
+		}
+	}
+	return groups * gemmSmallGroup
 }
 
 // gemmIntRows is gemmRows for the integer types.
@@ -344,6 +452,15 @@ func (j *job) gemmIntRows(p *product, r0, r1 int, scratch *[]float32) int {
 	return groups * gemmIntVecs
 }
 
+// gemmIntMinFor is the fewest vectors for which the integer tile runs on
+// a matrix of type t.
+func gemmIntMinFor(t tensor.DType) int {
+	if t == tensor.Q8_0 && fusedQ80OK() {
+		return gemmQ80Min
+	}
+	return gemmIntMin
+}
+
 // packedFor returns the job's vectors packed for units of unitVals, or nil
 // when the integer tile does not run.
 func (j *job) packedFor(unitVals int) *gemmPacked {
@@ -359,12 +476,12 @@ func (j *job) packedFor(unitVals int) *gemmPacked {
 // unit size its products use, before the products start (spread over the
 // threads: a group of 4 vectors per item).
 func (j *job) pack() {
-	if j.xq == nil || j.tokens < gemmIntMin || !gemmIntOK() || noGEMM {
+	if j.xq == nil || !gemmIntOK() || noGEMM {
 		return
 	}
 	for i := range j.np {
 		p := &j.ps[i]
-		if !p.intDot {
+		if !p.intDot || j.tokens < gemmIntMinFor(p.w.Type) {
 			continue
 		}
 		uv := unitValues(p.w.Type)

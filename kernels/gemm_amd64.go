@@ -8,17 +8,23 @@ import (
 	"github.com/seamlm/seam/tensor"
 )
 
-// gemmF32AVX512 sets out[t] = the canonical dot product (Dot's order) of
-// the row w (n values, n a multiple of 32) with vector t of x, for the 8
-// vectors x, x+xStride, ... (xStride in bytes).
-//
-//go:noescape
-func gemmF32AVX512(w *float32, n int, x *float32, xStride int, out *[gemmGroup]float32)
-
-// gemmF32AVX2 is gemmF32AVX512 for AVX2.
+// gemmF32AVX2 sets out[t] = the canonical dot product (Dot's order) of the
+// row w (n values, n a multiple of 32) with vector t of x, for the 8
+// vectors x, x+xStride, ... (xStride in bytes). AVX-512 has the small tile
+// instead (gemmF32R2AVX512).
 //
 //go:noescape
 func gemmF32AVX2(w *float32, n int, x *float32, xStride int, out *[gemmGroup]float32)
+
+// gemmF32R2AVX512 sets out[4r+t] = the canonical dot product of row r (w
+// + r*wStride bytes, n values, n a multiple of 32) with vector t (x +
+// t*xStride bytes), for 2 rows and 4 vectors.
+//
+// Unless pf is 0, it prefetches as many bytes of the two rows at pf and
+// pf+wStride.
+//
+//go:noescape
+func gemmF32R2AVX512(w *float32, wStride, n int, x *float32, xStride int, out *[gemmGroup]float32, pf uintptr)
 
 // gemmI8U32VNNI and gemmI8U16VNNI compute steps 1-3 of the integer-dot
 // order (minus mins[16t+k], zeros unless Q4_K) of row k of an interleaved
@@ -47,11 +53,26 @@ func gemmIntOK() bool { return intLevel() >= simdAVX512 }
 func gemmF32(row, x []float32, cols int, out *[gemmGroup]float32) {
 	_ = x[gemmGroup*cols-1]
 	_ = row[cols-1]
-	if simdLevel >= simdAVX512 {
-		gemmF32AVX512(&row[0], cols, &x[0], 4*cols, out)
-		return
-	}
 	gemmF32AVX2(&row[0], cols, &x[0], 4*cols, out)
+}
+
+// gemmF32SmallOK reports whether the small float tile (2 rows, 4 vectors)
+// runs: it needs AVX-512's 32 registers.
+func gemmF32SmallOK() bool { return simdLevel >= simdAVX512 }
+
+// gemmF32R2 runs the small tile over rows[0:cols] and rows[next:next+cols]
+// (next = 0 repeats the first row), against 4 vectors of cols in x:
+// out[4r+t] is row r against vector t. Unless pf is nil, it prefetches
+// pf[0:cols] and pf[next:next+cols].
+func gemmF32R2(rows []float32, next int, x []float32, cols int, out *[gemmGroup]float32, pf []float32) {
+	_ = x[gemmSmallGroup*cols-1]
+	_ = rows[next+cols-1]
+	var pfAddr uintptr
+	if pf != nil {
+		_ = pf[next+cols-1]
+		pfAddr = uintptr(unsafe.Pointer(&pf[0]))
+	}
+	gemmF32R2AVX512(&rows[0], 4*next, cols, &x[0], 4*cols, out, pfAddr)
 }
 
 // gemmInt runs the integer tile over nunits units of unitVals values,
@@ -97,6 +118,35 @@ func unpackRowSIMD(w *tensor.Tensor, r int, u []byte, wf []float32) bool {
 	} else {
 		unpackQ40AVX2(unsafe.Pointer(&row[0]), nb, &u[0], &wf[0])
 	}
+	return true
+}
+
+// interleaveQ80VNNI builds the integer tile's weight form (see
+// unpacked.interleave) straight from 16 whole Q8_0 rows at w, stride bytes
+// apart, nb blocks each, and prefetches the 16 x stride bytes at pf.
+//
+//go:noescape
+func interleaveQ80VNNI(w unsafe.Pointer, stride, nb int, dst *byte, pf unsafe.Pointer)
+
+// fusedQ80OK reports whether interleaveQ80 runs.
+func fusedQ80OK() bool { return simdLevel >= simdAVX512 }
+
+// interleaveQ80 is interleaveQ80VNNI for rows [r0, r0+16) of w, reporting
+// false without AVX-512 or for another type. It prefetches the next 16 rows
+// (the same rows again for the last block: they are in cache).
+func interleaveQ80(w *tensor.Tensor, r0 int, dst []byte) bool {
+	if !fusedQ80OK() || w.Type != tensor.Q8_0 || r0+gemmIntRows > w.Rows {
+		return false
+	}
+	rb, _ := w.Type.RowBytes(w.Cols)
+	nb := w.Cols / 32
+	_ = dst[nb*unitStride(32)-1]
+	_ = w.Data[(r0+gemmIntRows)*rb-1]
+	next := r0 + gemmIntRows
+	if next+gemmIntRows > w.Rows {
+		next = r0
+	}
+	interleaveQ80VNNI(unsafe.Pointer(&w.Data[r0*rb]), rb, nb, &dst[0], unsafe.Pointer(&w.Data[next*rb]))
 	return true
 }
 

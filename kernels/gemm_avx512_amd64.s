@@ -3,9 +3,9 @@
 #include "textflag.h"
 #include "intdot_amd64.h"
 
-// GEMM register tiles: one row against 8 vectors. Vector t accumulates its
-// 32 canonical lanes in Z(2t) (lanes 0-15) and Z(2t+1) (lanes 16-31), the
-// same lanes as the matrix-vector kernels, so each result is the same bits.
+// GEMM register tiles. The float tile's every result accumulates its 32
+// canonical lanes in two registers (lanes 0-15, lanes 16-31), the same lanes
+// as the matrix-vector kernels, so each result is the same bits.
 
 // I8ARGS loads the arguments of the integer tiles.
 #define I8ARGS \
@@ -75,49 +75,84 @@
 	FOLDOUT(Z28, Z29, 24); \
 	FOLDOUT(Z30, Z31, 28)
 
-// F32TOK: 32 values of vector P against the row's in Z16, Z17: products
-// rounded, then added.
-#define F32TOK(P, LO, HI) \
-	VMULPS (P)(AX*1), Z16, Z18; \
-	VADDPS Z18, LO, LO; \
-	VMULPS 64(P)(AX*1), Z17, Z19; \
-	VADDPS Z19, HI, HI
+// The float tile: two rows against 4 vectors. Each 32 values of a vector,
+// loaded once into Z20 and Z21, serve both rows: a step of 4 vectors makes
+// 12 loads for 16 products (AVX2's tile, one row against 8 vectors, makes
+// 18). Row r's result for vector t accumulates in Z(8r+2t) (lanes 0-15) and
+// Z(8r+2t+1) (lanes 16-31): the canonical lanes again, products rounded,
+// then added, as in Dot.
 
-// func gemmF32AVX512(w *float32, n int, x *float32, xStride int, out *[8]float32)
-TEXT ·gemmF32AVX512(SB), NOSPLIT, $0-40
+// F32R2TOK: 32 values of vector P against both rows (Z16, Z17 and Z18,
+// Z19) into row 0's LO0, HI0 and row 1's LO1, HI1.
+#define F32R2TOK(P, LO0, HI0, LO1, HI1) \
+	VMOVUPS (P)(AX*1), Z20; \
+	VMOVUPS 64(P)(AX*1), Z21; \
+	VMULPS  Z20, Z16, Z22; \
+	VADDPS  Z22, LO0, LO0; \
+	VMULPS  Z21, Z17, Z23; \
+	VADDPS  Z23, HI0, HI0; \
+	VMULPS  Z20, Z18, Z24; \
+	VADDPS  Z24, LO1, LO1; \
+	VMULPS  Z21, Z19, Z25; \
+	VADDPS  Z25, HI1, HI1
+
+// R2STEP: one step of 32 values of both rows against the 4 vectors.
+#define R2STEP \
+	VMOVUPS (SI)(AX*1), Z16; \
+	VMOVUPS 64(SI)(AX*1), Z17; \
+	VMOVUPS (R11)(AX*1), Z18; \
+	VMOVUPS 64(R11)(AX*1), Z19; \
+	F32R2TOK(DI, Z0, Z1, Z8, Z9); \
+	F32R2TOK(R8, Z2, Z3, Z10, Z11); \
+	F32R2TOK(R9, Z4, Z5, Z12, Z13); \
+	F32R2TOK(R10, Z6, Z7, Z14, Z15)
+
+// func gemmF32R2AVX512(w *float32, wStride, n int, x *float32, xStride int, out *[8]float32, pf uintptr)
+// out[4r+t] = the canonical dot product of row r (w + r*wStride bytes, n
+// values, n a multiple of 32) with vector t (x + t*xStride bytes). Unless
+// pf is 0, the loop also prefetches two rows of n values at pf and
+// pf+wStride, the same bytes per step as it reads from w: the weights of a
+// batch come from memory, and the hardware's prefetcher alone left the
+// tile waiting on them half the time.
+TEXT ·gemmF32R2AVX512(SB), NOSPLIT, $0-56
 	MOVQ w+0(FP), SI
-	MOVQ n+8(FP), CX
-	MOVQ x+16(FP), DI
-	MOVQ xStride+24(FP), BX
-	MOVQ out+32(FP), DX
+	MOVQ wStride+8(FP), R11
+	ADDQ SI, R11
+	MOVQ n+16(FP), CX
+	MOVQ x+24(FP), DI
+	MOVQ xStride+32(FP), BX
+	MOVQ out+40(FP), DX
+	MOVQ pf+48(FP), R12
 	LEAQ (DI)(BX*1), R8
 	LEAQ (R8)(BX*1), R9
 	LEAQ (R9)(BX*1), R10
-	LEAQ (R10)(BX*1), R11
-	LEAQ (R11)(BX*1), R12
-	LEAQ (R12)(BX*1), R13
-	LEAQ (R13)(BX*1), R14
 	ZERO16
 	XORQ AX, AX
 	SHRQ $5, CX
-	JZ   f32fold
+	JZ   r2fold
+	TESTQ R12, R12
+	JZ    r2loop
+	MOVQ  wStride+8(FP), R13
+	ADDQ  R12, R13
 
-f32loop:
-	VMOVUPS (SI)(AX*1), Z16
-	VMOVUPS 64(SI)(AX*1), Z17
-	F32TOK(DI, Z0, Z1)
-	F32TOK(R8, Z2, Z3)
-	F32TOK(R9, Z4, Z5)
-	F32TOK(R10, Z6, Z7)
-	F32TOK(R11, Z8, Z9)
-	F32TOK(R12, Z10, Z11)
-	F32TOK(R13, Z12, Z13)
-	F32TOK(R14, Z14, Z15)
+r2loopPF:
+	PREFETCHT0 (R12)(AX*1)
+	PREFETCHT0 64(R12)(AX*1)
+	PREFETCHT0 (R13)(AX*1)
+	PREFETCHT0 64(R13)(AX*1)
+	R2STEP
 	ADDQ $128, AX
 	DECQ CX
-	JNZ  f32loop
+	JNZ  r2loopPF
+	JMP  r2fold
 
-f32fold:
+r2loop:
+	R2STEP
+	ADDQ $128, AX
+	DECQ CX
+	JNZ  r2loop
+
+r2fold:
 	FOLDALL
 	VZEROUPPER
 	RET
@@ -363,3 +398,178 @@ DATA rowIdx<>+40(SB)/8, $0x0000000b0000000a
 DATA rowIdx<>+48(SB)/8, $0x0000000d0000000c
 DATA rowIdx<>+56(SB)/8, $0x0000000f0000000e
 GLOBL rowIdx<>(SB), RODATA|NOPTR, $64
+
+// The fused unpack and interleave of 16 whole Q8_0 rows (the integer
+// tile's weight form, as unpacked.interleave builds it from unpackRow's
+// output): per block, the 16 rows' 32 codes are loaded two rows to a
+// register, transposed as 16 x 8 dwords (stages 1 and 2 permute dwords
+// across register pairs, stage 3 swaps 256-bit halves; the indices were
+// generated and checked by a model of the transpose), offset by 128 and
+// stored as the unit's 8 groups; the 16 f16 scales come with one gather.
+// It replaces 16 unpack passes and 9 gathers per unit, and prefetches the
+// next 16 rows (pf: 9 lines per unit, 16 x 34 = 544 bytes).
+
+DATA q80TrIdx1a<>+0(SB)/8, $0x0000000800000000
+DATA q80TrIdx1a<>+8(SB)/8, $0x0000001800000010
+DATA q80TrIdx1a<>+16(SB)/8, $0x0000000a00000002
+DATA q80TrIdx1a<>+24(SB)/8, $0x0000001a00000012
+DATA q80TrIdx1a<>+32(SB)/8, $0x0000000c00000004
+DATA q80TrIdx1a<>+40(SB)/8, $0x0000001c00000014
+DATA q80TrIdx1a<>+48(SB)/8, $0x0000000e00000006
+DATA q80TrIdx1a<>+56(SB)/8, $0x0000001e00000016
+GLOBL q80TrIdx1a<>(SB), RODATA|NOPTR, $64
+
+DATA q80TrIdx1b<>+0(SB)/8, $0x0000000900000001
+DATA q80TrIdx1b<>+8(SB)/8, $0x0000001900000011
+DATA q80TrIdx1b<>+16(SB)/8, $0x0000000b00000003
+DATA q80TrIdx1b<>+24(SB)/8, $0x0000001b00000013
+DATA q80TrIdx1b<>+32(SB)/8, $0x0000000d00000005
+DATA q80TrIdx1b<>+40(SB)/8, $0x0000001d00000015
+DATA q80TrIdx1b<>+48(SB)/8, $0x0000000f00000007
+DATA q80TrIdx1b<>+56(SB)/8, $0x0000001f00000017
+GLOBL q80TrIdx1b<>(SB), RODATA|NOPTR, $64
+
+DATA q80TrIdx2a<>+0(SB)/8, $0x0000000100000000
+DATA q80TrIdx2a<>+8(SB)/8, $0x0000000300000002
+DATA q80TrIdx2a<>+16(SB)/8, $0x0000001100000010
+DATA q80TrIdx2a<>+24(SB)/8, $0x0000001300000012
+DATA q80TrIdx2a<>+32(SB)/8, $0x0000000900000008
+DATA q80TrIdx2a<>+40(SB)/8, $0x0000000b0000000a
+DATA q80TrIdx2a<>+48(SB)/8, $0x0000001900000018
+DATA q80TrIdx2a<>+56(SB)/8, $0x0000001b0000001a
+GLOBL q80TrIdx2a<>(SB), RODATA|NOPTR, $64
+
+DATA q80TrIdx2b<>+0(SB)/8, $0x0000000500000004
+DATA q80TrIdx2b<>+8(SB)/8, $0x0000000700000006
+DATA q80TrIdx2b<>+16(SB)/8, $0x0000001500000014
+DATA q80TrIdx2b<>+24(SB)/8, $0x0000001700000016
+DATA q80TrIdx2b<>+32(SB)/8, $0x0000000d0000000c
+DATA q80TrIdx2b<>+40(SB)/8, $0x0000000f0000000e
+DATA q80TrIdx2b<>+48(SB)/8, $0x0000001d0000001c
+DATA q80TrIdx2b<>+56(SB)/8, $0x0000001f0000001e
+GLOBL q80TrIdx2b<>(SB), RODATA|NOPTR, $64
+
+// Q80TRANSPOSE: Z0-Z7 = rows (2i, 2i+1) of a block's codes -> the unit's 8
+// groups at DI, offset by 128 (Z31). Uses Z8-Z15; Z24-Z27 the indices.
+#define Q80TRANSPOSE \
+	VMOVDQA64 Z25, Z8 \
+	VPERMI2D  Z1, Z0, Z8 \
+	VPERMT2D  Z1, Z24, Z0 \
+	VMOVDQA64 Z25, Z9 \
+	VPERMI2D  Z3, Z2, Z9 \
+	VPERMT2D  Z3, Z24, Z2 \
+	VMOVDQA64 Z25, Z10 \
+	VPERMI2D  Z5, Z4, Z10 \
+	VPERMT2D  Z5, Z24, Z4 \
+	VMOVDQA64 Z25, Z11 \
+	VPERMI2D  Z7, Z6, Z11 \
+	VPERMT2D  Z7, Z24, Z6 \
+	VMOVDQA64 Z27, Z12 \
+	VPERMI2D  Z2, Z0, Z12 \
+	VPERMT2D  Z2, Z26, Z0 \
+	VMOVDQA64 Z27, Z13 \
+	VPERMI2D  Z9, Z8, Z13 \
+	VPERMT2D  Z9, Z26, Z8 \
+	VMOVDQA64 Z27, Z14 \
+	VPERMI2D  Z6, Z4, Z14 \
+	VPERMT2D  Z6, Z26, Z4 \
+	VMOVDQA64 Z27, Z15 \
+	VPERMI2D  Z11, Z10, Z15 \
+	VPERMT2D  Z11, Z26, Z10 \
+	VSHUFI64X2 $0xee, Z4, Z0, Z1 \
+	VSHUFI64X2 $0x44, Z4, Z0, Z0 \
+	VSHUFI64X2 $0xee, Z10, Z8, Z3 \
+	VSHUFI64X2 $0x44, Z10, Z8, Z8 \
+	VSHUFI64X2 $0xee, Z14, Z12, Z5 \
+	VSHUFI64X2 $0x44, Z14, Z12, Z12 \
+	VSHUFI64X2 $0xee, Z15, Z13, Z7 \
+	VSHUFI64X2 $0x44, Z15, Z13, Z13 \
+	VPXORD    Z31, Z0, Z0 \
+	VMOVDQU64 Z0, 0(DI) \
+	VPXORD    Z31, Z8, Z8 \
+	VMOVDQU64 Z8, 64(DI) \
+	VPXORD    Z31, Z12, Z12 \
+	VMOVDQU64 Z12, 128(DI) \
+	VPXORD    Z31, Z13, Z13 \
+	VMOVDQU64 Z13, 192(DI) \
+	VPXORD    Z31, Z1, Z1 \
+	VMOVDQU64 Z1, 256(DI) \
+	VPXORD    Z31, Z3, Z3 \
+	VMOVDQU64 Z3, 320(DI) \
+	VPXORD    Z31, Z5, Z5 \
+	VMOVDQU64 Z5, 384(DI) \
+	VPXORD    Z31, Z7, Z7 \
+	VMOVDQU64 Z7, 448(DI)
+
+// Q80LOADS: the 16 rows' codes of the block at R8-R11 (rows 4j to 4j+3
+// from R(8+j), stride BX, R13 = 3 x stride) into Z0-Z7.
+#define Q80LOADS \
+	VMOVDQU      2(R8), Y0 \
+	VINSERTI64X4 $1, 2(R8)(BX*1), Z0, Z0 \
+	VMOVDQU      2(R8)(BX*2), Y1 \
+	VINSERTI64X4 $1, 2(R8)(R13*1), Z1, Z1 \
+	VMOVDQU      2(R9), Y2 \
+	VINSERTI64X4 $1, 2(R9)(BX*1), Z2, Z2 \
+	VMOVDQU      2(R9)(BX*2), Y3 \
+	VINSERTI64X4 $1, 2(R9)(R13*1), Z3, Z3 \
+	VMOVDQU      2(R10), Y4 \
+	VINSERTI64X4 $1, 2(R10)(BX*1), Z4, Z4 \
+	VMOVDQU      2(R10)(BX*2), Y5 \
+	VINSERTI64X4 $1, 2(R10)(R13*1), Z5, Z5 \
+	VMOVDQU      2(R11), Y6 \
+	VINSERTI64X4 $1, 2(R11)(BX*1), Z6, Z6 \
+	VMOVDQU      2(R11)(BX*2), Y7 \
+	VINSERTI64X4 $1, 2(R11)(R13*1), Z7, Z7
+
+// func interleaveQ80VNNI(w unsafe.Pointer, stride, nb int, dst *byte, pf unsafe.Pointer)
+TEXT ·interleaveQ80VNNI(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), R8
+	MOVQ stride+8(FP), BX
+	MOVQ nb+16(FP), CX
+	MOVQ dst+24(FP), DI
+	MOVQ pf+32(FP), R12
+	LEAQ (BX)(BX*2), R13
+	LEAQ (R8)(BX*4), R9
+	LEAQ (R9)(BX*4), R10
+	LEAQ (R10)(BX*4), R11
+	VMOVDQU32 q80TrIdx1a<>(SB), Z24
+	VMOVDQU32 q80TrIdx1b<>(SB), Z25
+	VMOVDQU32 q80TrIdx2a<>(SB), Z26
+	VMOVDQU32 q80TrIdx2b<>(SB), Z27
+	VPBROADCASTD BX, Z30
+	VMOVDQU32    rowIdx<>(SB), Z29
+	VPMULLD      Z30, Z29, Z30 // row offsets k*stride
+	MOVL         $0x80808080, AX
+	VPBROADCASTD AX, Z31
+	TESTQ CX, CX
+	JZ    q80ildone
+
+q80ilunit:
+	PREFETCHT0 (R12)
+	PREFETCHT0 64(R12)
+	PREFETCHT0 128(R12)
+	PREFETCHT0 192(R12)
+	PREFETCHT0 256(R12)
+	PREFETCHT0 320(R12)
+	PREFETCHT0 384(R12)
+	PREFETCHT0 448(R12)
+	PREFETCHT0 512(R12)
+	Q80LOADS
+	KXNORW     K1, K1, K1
+	VPGATHERDD (R8)(Z30*1), K1, Z29
+	Q80TRANSPOSE
+	VPMOVDW    Z29, Y28
+	VCVTPH2PS  Y28, Z28
+	VMOVUPS    Z28, 512(DI)
+	ADDQ $34, R8
+	ADDQ $34, R9
+	ADDQ $34, R10
+	ADDQ $34, R11
+	ADDQ $544, R12
+	ADDQ $576, DI
+	DECQ CX
+	JNZ  q80ilunit
+
+q80ildone:
+	VZEROUPPER
+	RET

@@ -11,9 +11,12 @@ import (
 // gives it, for every type, at every SIMD level, with odd block counts (a
 // padded last pair), and with rows split across threads in the finest
 // chunks. The counts cover every path: below the tiles' thresholds the
-// rows go a block at a time for every vector (2, 3, 8); the integer tiles
-// from gemmIntMin vectors (12, 13: a remainder), the f32 tiles from
-// gemmF32Min (24, 25, 40).
+// rows go a block at a time for every vector (2, 3, and the integer types
+// other than Q8_0 to 8); the small float tile and, with AVX-512, Q8_0's
+// integer tile from 4 (4, 6 and 23: remainders; an odd row count or chunk
+// repeats its last row); the other integer tiles from gemmIntMin vectors
+// (12, 13: a remainder), AVX2's 8-vector float tile from gemmF32Min (24,
+// 25, 40).
 func TestGEMMIsMatVec(t *testing.T) {
 	rng := rand.New(rand.NewPCG(31, 31))
 	defer SetThreads(0)
@@ -25,16 +28,21 @@ func TestGEMMIsMatVec(t *testing.T) {
 				if !shapeOK(typ, cols) {
 					continue
 				}
-				w := randTensor(rng, typ, 1+rng.IntN(40), cols, 32)
-				for _, n := range []int{2, 3, 8, gemmIntMin, gemmIntMin + 1, gemmF32Min, gemmF32Min + 1, 40} {
+				w := randTensor(rng, typ, 1+rng.IntN(48), cols, 32)
+				for _, n := range []int{2, 3, gemmSmallMin, 6, 8, gemmIntMin, gemmIntMin + 1, gemmF32Min - 1, gemmF32Min, gemmF32Min + 1, 40} {
 					x := randVec(rng, n*cols)
 					want := make([]float32, n*w.Rows)
 					for tok := range n {
 						MatVec(want[tok*w.Rows:(tok+1)*w.Rows], w, x[tok*cols:(tok+1)*cols])
 					}
-					for _, th := range []int{1, 3} {
-						SetThreads(th)
-						serialElems, chunkElems, chunksPerThread = 0, 1, 1<<20
+					// Threads 1 and 3 in the finest chunks, then 1 thread
+					// in the default chunks, where whole blocks of 16 rows
+					// reach the fused Q8_0 interleave.
+					for _, th := range []int{1, 3, -1} {
+						SetThreads(max(th, 1))
+						if th > 0 {
+							serialElems, chunkElems, chunksPerThread = 0, 1, 1<<20
+						}
 						got := make([]float32, n*w.Rows)
 						MatMul(got, w, x, n)
 						serialElems, chunkElems, chunksPerThread = saved[0], saved[1], saved[2]
@@ -111,5 +119,43 @@ func TestUnpackRowSIMD(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestInterleaveQ80Fused: the fused Q8_0 interleave (a register transpose
+// of 16 rows) writes the bytes the unpacking path writes, for every whole
+// block of 16 rows, the last one included (it prefetches itself), and is
+// declined where it does not apply. Without AVX-512 it reports false, and
+// the test says so.
+func TestInterleaveQ80Fused(t *testing.T) {
+	rng := rand.New(rand.NewPCG(35, 35))
+	if simdLevel < simdAVX512 {
+		w := randTensor(rng, tensor.Q8_0, 16, 32, 0)
+		if interleaveQ80(w, 0, make([]byte, unitStride(32))) {
+			t.Fatal("the fused interleave ran without AVX-512")
+		}
+		t.Skip("no AVX-512 here: the fused interleave is not exercised (its path is declined, checked)")
+	}
+	for _, cols := range []int{32, 96, 768, 2048} {
+		w := randTensor(rng, tensor.Q8_0, 48, cols, 0)
+		for r0 := 0; r0+gemmIntRows <= w.Rows; r0 += gemmIntRows {
+			var fused, ref unpacked
+			fused.il = make([]byte, cols/32*unitStride(32))
+			if !interleaveQ80(w, r0, fused.il) {
+				t.Fatalf("cols %d rows [%d, %d): the fused interleave declined", cols, r0, r0+gemmIntRows)
+			}
+			ref.interleaveUnpacked(w, r0, r0+gemmIntRows, 32)
+			for i := range fused.il {
+				if fused.il[i] != ref.il[i] {
+					t.Fatalf("cols %d rows [%d, %d): byte %d of the tile form is %#x, the unpacking path's %#x", cols, r0, r0+gemmIntRows, i, fused.il[i], ref.il[i])
+				}
+			}
+		}
+		if interleaveQ80(w, 40, make([]byte, cols/32*unitStride(32))) {
+			t.Errorf("cols %d: the fused interleave took a block of 8 rows", cols)
+		}
+	}
+	if interleaveQ80(randTensor(rng, tensor.Q4_0, 16, 32, 0), 0, make([]byte, unitStride(32))) {
+		t.Error("the fused interleave took a Q4_0 tensor")
 	}
 }

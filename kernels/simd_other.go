@@ -36,6 +36,16 @@ func gemmF32OK() bool { return false }
 func gemmIntOK() bool { return false }
 
 func gemmF32([]float32, []float32, int, *[gemmGroup]float32) { panic("unreachable") }
+
+func gemmF32SmallOK() bool { return false }
+
+func fusedQ80OK() bool { return false }
+
+func interleaveQ80(*tensor.Tensor, int, []byte) bool { return false }
+
+func gemmF32R2([]float32, int, []float32, int, *[gemmGroup]float32, []float32) {
+	panic("unreachable")
+}
 func gemmInt([]byte, int, int, []byte, []float32, int, int, *[gemmIntTile]float32) {
 	panic("unreachable")
 }
