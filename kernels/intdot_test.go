@@ -271,7 +271,7 @@ func TestIntDotOrder(t *testing.T) {
 	defer SetThreads(0)
 	levelsCovered(t, func(level int) {
 		for _, typ := range intTypes {
-			for _, cols := range []int{32, 64, 96, 128, 160, 256, 288, 512, 768, 1280, 2304} {
+			for _, cols := range []int{32, 64, 96, 128, 160, 256, 288, 512, 544, 608, 640, 768, 1120, 1280, 2304} {
 				if cols%typ.BlockElems() != 0 {
 					continue
 				}

@@ -92,10 +92,133 @@ GLOBL nibShift<>(SB), RODATA|NOPTR, $64
 	VPSLLD       $7, (xoff)(R13), Z; \
 	VPDPBUSD     (xoff)(DI), Z8, Z
 
+// ZREDUCE16 reduces 16 blocks' partial sums, pair i of blocks (2i, 2i+1)
+// in Z(16+i) as Q40PAIRZ and Q80PAIRZ leave them, to Z16 = the 16 blocks'
+// exact sums in block order. Each step adds neighbours within 128-bit
+// lanes of two registers at once (dwords, then qwords), then the lane
+// halves of each block; the result is in the order 0 2 4 6 1 3 5 7 8 10 12
+// 14 9 11 13 15, which Z26 (blk16Idx) permutes back. Uses Z8, Z9.
+#define ZREDUCE16 \
+	VPUNPCKLDQ  Z17, Z16, Z8; \
+	VPUNPCKHDQ  Z17, Z16, Z9; \
+	VPADDD      Z9, Z8, Z16; \
+	VPUNPCKLDQ  Z19, Z18, Z8; \
+	VPUNPCKHDQ  Z19, Z18, Z9; \
+	VPADDD      Z9, Z8, Z18; \
+	VPUNPCKLDQ  Z21, Z20, Z8; \
+	VPUNPCKHDQ  Z21, Z20, Z9; \
+	VPADDD      Z9, Z8, Z20; \
+	VPUNPCKLDQ  Z23, Z22, Z8; \
+	VPUNPCKHDQ  Z23, Z22, Z9; \
+	VPADDD      Z9, Z8, Z22; \
+	VPUNPCKLQDQ Z18, Z16, Z8; \
+	VPUNPCKHQDQ Z18, Z16, Z9; \
+	VPADDD      Z9, Z8, Z16; \
+	VPUNPCKLQDQ Z22, Z20, Z8; \
+	VPUNPCKHQDQ Z22, Z20, Z9; \
+	VPADDD      Z9, Z8, Z20; \
+	VSHUFI32X4  $0x88, Z20, Z16, Z8; \
+	VSHUFI32X4  $0xdd, Z20, Z16, Z9; \
+	VPADDD      Z9, Z8, Z16; \
+	VPERMD      Z16, Z26, Z16
+
+// ZACC16(SCALES): for the 16 blocks at BX with sums in Z16, X0's lanes
+// += round(float32(sum_k) * S_k) for k = 0..15 in order, block k into lane
+// k mod 4, as ACC4 four times. S_k = d_k * dx_k: SCALES leaves the 16 f16
+// scales d_k in Y10, dx_k are the 16 floats at DX. Uses Z8, Z9.
+#define ZACC16(SCALES) \
+	SCALES; \
+	VCVTPH2PS     Y10, Z9; \
+	VMULPS        (DX), Z9, Z9; \
+	VCVTDQ2PS     Z16, Z16; \
+	VMULPS        Z9, Z16, Z16; \
+	VADDPS        X16, X0, X0; \
+	VEXTRACTF32X4 $1, Z16, X8; \
+	VADDPS        X8, X0, X0; \
+	VEXTRACTF32X4 $2, Z16, X8; \
+	VADDPS        X8, X0, X0; \
+	VEXTRACTF32X4 $3, Z16, X8; \
+	VADDPS        X8, X0, X0
+
+// The scales of 16 blocks lie at word offsets stride*k (Q4_0: 9 words,
+// Q8_0: 17) from BX, word aligned. A VPERMT2W picks words from a 128-byte
+// window; for both strides word stride*k sits at stride*k mod 64 in the
+// window that holds it, so one index register (Z24) serves every window
+// and a word mask puts each window's blocks in place. (A VPGATHERDD of the
+// 16 scales cost more than the rest of the 16 blocks together.)
+//
+// Q40SCALES16: blocks 0-7 in window 0, 8-14 in window 1 (K4), block 15
+// (byte 270) broadcast (K5), so nothing past the 16 blocks' 288 bytes is
+// read. Uses Z11.
+#define Q40SCALES16 \
+	VMOVDQU16    (BX), Z10; \
+	VPERMT2W     64(BX), Z24, Z10; \
+	VMOVDQU16    128(BX), Z11; \
+	VPERMT2W     192(BX), Z24, Z11; \
+	VMOVDQU16    Z11, K4, Z10; \
+	VPBROADCASTW 270(BX), Z11; \
+	VMOVDQU16    Z11, K5, Z10
+
+// Q80SCALES16: 4 blocks per window, windows 1-3 under K4, K5, K6. Reads
+// 512 of the 16 blocks' 544 bytes. Uses Z11.
+#define Q80SCALES16 \
+	VMOVDQU16 (BX), Z10; \
+	VPERMT2W  64(BX), Z24, Z10; \
+	VMOVDQU16 128(BX), Z11; \
+	VPERMT2W  192(BX), Z24, Z11; \
+	VMOVDQU16 Z11, K4, Z10; \
+	VMOVDQU16 256(BX), Z11; \
+	VPERMT2W  320(BX), Z24, Z11; \
+	VMOVDQU16 Z11, K5, Z10; \
+	VMOVDQU16 384(BX), Z11; \
+	VPERMT2W  448(BX), Z24, Z11; \
+	VMOVDQU16 Z11, K6, Z10
+
+// blk16Idx: ZREDUCE16's permutation back to block order.
+DATA blk16Idx<>+0(SB)/8, $0x0000000400000000
+DATA blk16Idx<>+8(SB)/8, $0x0000000500000001
+DATA blk16Idx<>+16(SB)/8, $0x0000000600000002
+DATA blk16Idx<>+24(SB)/8, $0x0000000700000003
+DATA blk16Idx<>+32(SB)/8, $0x0000000c00000008
+DATA blk16Idx<>+40(SB)/8, $0x0000000d00000009
+DATA blk16Idx<>+48(SB)/8, $0x0000000e0000000a
+DATA blk16Idx<>+56(SB)/8, $0x0000000f0000000b
+GLOBL blk16Idx<>(SB), RODATA|NOPTR, $64
+
+// q40ScIdx, q80ScIdx: word k = stride*k mod 64, the Z24 of Q40SCALES16 and
+// Q80SCALES16 (words 16-31 unused).
+DATA q40ScIdx<>+0(SB)/8, $0x001b001200090000
+DATA q40ScIdx<>+8(SB)/8, $0x003f0036002d0024
+DATA q40ScIdx<>+16(SB)/8, $0x0023001a00110008
+DATA q40ScIdx<>+24(SB)/8, $0x0007003e0035002c
+DATA q40ScIdx<>+32(SB)/8, $0x002b002200190010
+DATA q40ScIdx<>+40(SB)/8, $0x000f0006003d0034
+DATA q40ScIdx<>+48(SB)/8, $0x0033002a00210018
+DATA q40ScIdx<>+56(SB)/8, $0x0017000e0005003c
+GLOBL q40ScIdx<>(SB), RODATA|NOPTR, $64
+
+DATA q80ScIdx<>+0(SB)/8, $0x0033002200110000
+DATA q80ScIdx<>+8(SB)/8, $0x0037002600150004
+DATA q80ScIdx<>+16(SB)/8, $0x003b002a00190008
+DATA q80ScIdx<>+24(SB)/8, $0x003f002e001d000c
+DATA q80ScIdx<>+32(SB)/8, $0x0003003200210010
+DATA q80ScIdx<>+40(SB)/8, $0x0007003600250014
+DATA q80ScIdx<>+48(SB)/8, $0x000b003a00290018
+DATA q80ScIdx<>+56(SB)/8, $0x000f003e002d001c
+GLOBL q80ScIdx<>(SB), RODATA|NOPTR, $64
+
 // func q80RowsVNNI(w unsafe.Pointer, stride, rows int, x *actView, out *float32)
 TEXT ·q80RowsVNNI(SB), NOSPLIT, $0-40
 	ROWS_ARGS
 	ZCONSTS
+	VMOVDQU32 blk16Idx<>(SB), Z26
+	VMOVDQU16 q80ScIdx<>(SB), Z24
+	MOVL      $0xf0, AX
+	KMOVD     AX, K4
+	MOVL      $0xf00, AX
+	KMOVD     AX, K5
+	MOVL      $0xf000, AX
+	KMOVD     AX, K6
 	BCAST32(0x80808080, X12, Y12)
 	TESTQ R10, R10
 	JZ    q80done
@@ -105,6 +228,30 @@ q80row:
 	MOVQ   56(R11), R13
 	VXORPS X0, X0, X0
 	MOVQ   CX, R8
+	SHRQ   $4, R8
+	JZ     q80quad
+
+q80loop16:
+	Q80PAIRZ(0, 0, Z16)
+	Q80PAIRZ(68, 64, Z17)
+	Q80PAIRZ(136, 128, Z18)
+	Q80PAIRZ(204, 192, Z19)
+	Q80PAIRZ(272, 256, Z20)
+	Q80PAIRZ(340, 320, Z21)
+	Q80PAIRZ(408, 384, Z22)
+	Q80PAIRZ(476, 448, Z23)
+	ZREDUCE16
+	ZACC16(Q80SCALES16)
+	ADDQ $544, BX
+	ADDQ $512, DI
+	ADDQ $512, R13
+	ADDQ $64, DX
+	DECQ R8
+	JNZ  q80loop16
+
+q80quad:
+	MOVQ   CX, R8
+	ANDQ   $15, R8
 	SHRQ   $2, R8
 	JZ     q80tail
 
@@ -183,6 +330,12 @@ q80done:
 TEXT ·q40RowsVNNI(SB), NOSPLIT, $0-40
 	ROWS_ARGS
 	ZCONSTS
+	VMOVDQU32 blk16Idx<>(SB), Z26
+	VMOVDQU16 q40ScIdx<>(SB), Z24
+	MOVL      $0x7f00, AX
+	KMOVD     AX, K4
+	MOVL      $0x8000, AX
+	KMOVD     AX, K5
 	BCAST32(0x0f0f0f0f, X14, Y14)
 	TESTQ R10, R10
 	JZ    q40done
@@ -192,6 +345,30 @@ q40row:
 	MOVQ   56(R11), R13
 	VXORPS X0, X0, X0
 	MOVQ   CX, R8
+	SHRQ   $4, R8
+	JZ     q40quad
+
+q40loop16:
+	Q40PAIRZ(0, 0, Z16)
+	Q40PAIRZ(36, 64, Z17)
+	Q40PAIRZ(72, 128, Z18)
+	Q40PAIRZ(108, 192, Z19)
+	Q40PAIRZ(144, 256, Z20)
+	Q40PAIRZ(180, 320, Z21)
+	Q40PAIRZ(216, 384, Z22)
+	Q40PAIRZ(252, 448, Z23)
+	ZREDUCE16
+	ZACC16(Q40SCALES16)
+	ADDQ $288, BX
+	ADDQ $512, DI
+	ADDQ $512, R13
+	ADDQ $64, DX
+	DECQ R8
+	JNZ  q40loop16
+
+q40quad:
+	MOVQ   CX, R8
+	ANDQ   $15, R8
 	SHRQ   $2, R8
 	JZ     q40tail
 

@@ -84,17 +84,37 @@ func loopCPU(b *testing.B, f func()) {
 // through copies totalling 1.5 GB, more than the last-level cache, so every
 // call reads its weights from DRAM as a large model's forward pass does.
 // (BenchmarkMatVec reuses one matrix, which may stay in cache.)
+// The quantized types run 768x2048 (the shape of a stories110M layer's
+// w2) and, for Q4_0, 4096x4096, with 512 MB of copies: at 2 threads the
+// small matrix reads far below the machine's bandwidth where the large
+// one comes near it, a cost per call and per chunk rather than per byte.
 func BenchmarkMatVecDRAM(b *testing.B) {
 	defer SetThreads(0)
-	for _, sh := range [][2]int{{768, 2048}, {32000, 768}} {
-		var ws []*tensor.Tensor
-		for range (1536 << 20) / (sh[0] * sh[1] * 4) {
-			ws = append(ws, benchTensor(tensor.F32, sh[0], sh[1]))
+	type shape struct {
+		typ        tensor.DType
+		rows, cols int
+		total      int
+	}
+	for _, sh := range []shape{
+		{tensor.F32, 768, 2048, 1536 << 20}, {tensor.F32, 32000, 768, 1536 << 20},
+		{tensor.Q8_0, 768, 2048, 512 << 20}, {tensor.Q4_0, 768, 2048, 512 << 20},
+		{tensor.Q4_K, 768, 2048, 512 << 20}, {tensor.Q4_0, 4096, 4096, 512 << 20},
+	} {
+		rb, err := sh.typ.RowBytes(sh.cols)
+		if err != nil {
+			b.Fatal(err)
 		}
-		x := make([]float32, sh[1])
-		out := make([]float32, sh[0])
+		var ws []*tensor.Tensor
+		for range sh.total / (sh.rows * rb) {
+			ws = append(ws, benchTensor(sh.typ, sh.rows, sh.cols))
+		}
+		x := make([]float32, sh.cols)
+		for i := range x {
+			x[i] = float32(i%7) - 3
+		}
+		out := make([]float32, sh.rows)
 		for _, th := range []int{1, 2} {
-			b.Run(fmt.Sprintf("f32/%dx%d/threads=%d", sh[0], sh[1], th), func(b *testing.B) {
+			b.Run(fmt.Sprintf("%v/%dx%d/threads=%d", sh.typ, sh.rows, sh.cols, th), func(b *testing.B) {
 				SetThreads(th)
 				b.SetBytes(int64(len(ws[0].Data)))
 				i := 0
