@@ -29,7 +29,9 @@ import (
 // factors), so that each lane of a register follows one row: one VPDPBUSD
 // per group of 4 values serves 16 rows, and the float step of the order,
 // one product per unit, is done for 16 rows at once. The vectors are packed
-// once per call (gemmPacked).
+// once per call (gemmPacked). Q8_0 and Q4_0 rows are interleaved straight
+// from their blocks by a register transpose (interleaveFused), the other
+// types through unpackRow.
 //
 // Vectors left over after the last whole group go through the per-vector
 // kernels. Without an assembly GEMM for the type and level, every vector
@@ -44,7 +46,8 @@ const (
 	// weights once too without the tiles' packing and interleaving:
 	// BenchmarkSmallBatchDRAM, 2048x768 from memory on 2 threads
 	// (2026-12-02), ns per vector f32 at 8/16/32 vectors: blocked 42/34/32,
-	// tiles 60/38/28; q8_0 at 4/8/16: blocked 35/27/25, tiles 61/34/19.
+	// AVX2's 8-vector tile 60/38/28; q8_0 at 4/8/16, before the fused
+	// interleave: blocked 35/27/25, tiles 61/34/19.
 	gemmF32Min = 24
 	gemmIntMin = 12
 
@@ -60,11 +63,11 @@ const (
 	// prefetches.
 	gemmPrefetchRows = 8
 
-	// Q8_0 blocks are transposed into the integer tile's form in registers
-	// (interleaveQ80), so its tile pays from 4 vectors: -bench
+	// Q8_0 and Q4_0 blocks are transposed into the integer tile's form in
+	// registers (interleaveFused), so their tile pays from 4 vectors: -bench
 	// SmallBatchDRAM, q8_0, ns per vector at 4/8/16 vectors: tiles
 	// 17-21/10-12/7-8K, blocked 25-27/21-24/19-22K (2026-12-02).
-	gemmQ80Min = 4
+	gemmFusedMin = 4
 
 	gemmIntRows   = 16                        // rows per integer tile (a register's lanes)
 	gemmIntVecs   = 4                         // vectors per integer tile
@@ -237,7 +240,7 @@ func packGEMM(a *actQ, unitVals int) *gemmPacked {
 // integer tile's form in up.il (and Q4_K's minimum factors in up.mil).
 func (up *unpacked) interleave(w *tensor.Tensor, r0, r1, unitVals int) {
 	up.il = grow(up.il, w.Cols/unitVals*unitStride(unitVals))
-	if r1-r0 >= gemmIntRows && interleaveQ80(w, r0, up.il) {
+	if r1-r0 >= gemmIntRows && interleaveFused(w, r0, up.il) {
 		return
 	}
 	up.interleaveUnpacked(w, r0, r1, unitVals)
@@ -455,8 +458,8 @@ func (j *job) gemmIntRows(p *product, r0, r1 int, scratch *[]float32) int {
 // gemmIntMinFor is the fewest vectors for which the integer tile runs on
 // a matrix of type t.
 func gemmIntMinFor(t tensor.DType) int {
-	if t == tensor.Q8_0 && fusedQ80OK() {
-		return gemmQ80Min
+	if fusedInterleaveOK(t) {
+		return gemmFusedMin
 	}
 	return gemmIntMin
 }

@@ -128,14 +128,22 @@ func unpackRowSIMD(w *tensor.Tensor, r int, u []byte, wf []float32) bool {
 //go:noescape
 func interleaveQ80VNNI(w unsafe.Pointer, stride, nb int, dst *byte, pf unsafe.Pointer)
 
-// fusedQ80OK reports whether interleaveQ80 runs.
-func fusedQ80OK() bool { return simdLevel >= simdAVX512 }
+// interleaveQ40VNNI is interleaveQ80VNNI for Q4_0 rows.
+//
+//go:noescape
+func interleaveQ40VNNI(w unsafe.Pointer, stride, nb int, dst *byte, pf unsafe.Pointer)
 
-// interleaveQ80 is interleaveQ80VNNI for rows [r0, r0+16) of w, reporting
-// false without AVX-512 or for another type. It prefetches the next 16 rows
-// (the same rows again for the last block: they are in cache).
-func interleaveQ80(w *tensor.Tensor, r0 int, dst []byte) bool {
-	if !fusedQ80OK() || w.Type != tensor.Q8_0 || r0+gemmIntRows > w.Rows {
+// fusedInterleaveOK reports whether interleaveFused runs for type t.
+func fusedInterleaveOK(t tensor.DType) bool {
+	return simdLevel >= simdAVX512 && (t == tensor.Q8_0 || t == tensor.Q4_0)
+}
+
+// interleaveFused is interleaveQ80VNNI or interleaveQ40VNNI for rows [r0,
+// r0+16) of w, reporting false without AVX-512 or for another type. It
+// prefetches the next 16 rows (the same rows again for the last block:
+// they are in cache).
+func interleaveFused(w *tensor.Tensor, r0 int, dst []byte) bool {
+	if !fusedInterleaveOK(w.Type) || r0+gemmIntRows > w.Rows {
 		return false
 	}
 	rb, _ := w.Type.RowBytes(w.Cols)
@@ -146,7 +154,12 @@ func interleaveQ80(w *tensor.Tensor, r0 int, dst []byte) bool {
 	if next+gemmIntRows > w.Rows {
 		next = r0
 	}
-	interleaveQ80VNNI(unsafe.Pointer(&w.Data[r0*rb]), rb, nb, &dst[0], unsafe.Pointer(&w.Data[next*rb]))
+	src, pf := unsafe.Pointer(&w.Data[r0*rb]), unsafe.Pointer(&w.Data[next*rb])
+	if w.Type == tensor.Q8_0 {
+		interleaveQ80VNNI(src, rb, nb, &dst[0], pf)
+	} else {
+		interleaveQ40VNNI(src, rb, nb, &dst[0], pf)
+	}
 	return true
 }
 

@@ -449,9 +449,10 @@ DATA q80TrIdx2b<>+48(SB)/8, $0x0000001d0000001c
 DATA q80TrIdx2b<>+56(SB)/8, $0x0000001f0000001e
 GLOBL q80TrIdx2b<>(SB), RODATA|NOPTR, $64
 
-// Q80TRANSPOSE: Z0-Z7 = rows (2i, 2i+1) of a block's codes -> the unit's 8
-// groups at DI, offset by 128 (Z31). Uses Z8-Z15; Z24-Z27 the indices.
-#define Q80TRANSPOSE \
+// TRANSPOSE16X8(OFS): Z0-Z7 = rows (2i, 2i+1) of a block's codes -> the
+// unit's 8 groups at DI, each offset by OFS with Z31 (Q8_0: XOR 0x80, Q4_0:
+// add 120, both c+128). Uses Z8-Z15; Z24-Z27 the indices.
+#define TRANSPOSE16X8(OFS) \
 	VMOVDQA64 Z25, Z8 \
 	VPERMI2D  Z1, Z0, Z8 \
 	VPERMT2D  Z1, Z24, Z0 \
@@ -484,21 +485,21 @@ GLOBL q80TrIdx2b<>(SB), RODATA|NOPTR, $64
 	VSHUFI64X2 $0x44, Z14, Z12, Z12 \
 	VSHUFI64X2 $0xee, Z15, Z13, Z7 \
 	VSHUFI64X2 $0x44, Z15, Z13, Z13 \
-	VPXORD    Z31, Z0, Z0 \
+	OFS       Z31, Z0, Z0 \
 	VMOVDQU64 Z0, 0(DI) \
-	VPXORD    Z31, Z8, Z8 \
+	OFS       Z31, Z8, Z8 \
 	VMOVDQU64 Z8, 64(DI) \
-	VPXORD    Z31, Z12, Z12 \
+	OFS       Z31, Z12, Z12 \
 	VMOVDQU64 Z12, 128(DI) \
-	VPXORD    Z31, Z13, Z13 \
+	OFS       Z31, Z13, Z13 \
 	VMOVDQU64 Z13, 192(DI) \
-	VPXORD    Z31, Z1, Z1 \
+	OFS       Z31, Z1, Z1 \
 	VMOVDQU64 Z1, 256(DI) \
-	VPXORD    Z31, Z3, Z3 \
+	OFS       Z31, Z3, Z3 \
 	VMOVDQU64 Z3, 320(DI) \
-	VPXORD    Z31, Z5, Z5 \
+	OFS       Z31, Z5, Z5 \
 	VMOVDQU64 Z5, 384(DI) \
-	VPXORD    Z31, Z7, Z7 \
+	OFS       Z31, Z7, Z7 \
 	VMOVDQU64 Z7, 448(DI)
 
 // Q80LOADS: the 16 rows' codes of the block at R8-R11 (rows 4j to 4j+3
@@ -557,7 +558,7 @@ q80ilunit:
 	Q80LOADS
 	KXNORW     K1, K1, K1
 	VPGATHERDD (R8)(Z30*1), K1, Z29
-	Q80TRANSPOSE
+	TRANSPOSE16X8(VPXORD)
 	VPMOVDW    Z29, Y28
 	VCVTPH2PS  Y28, Z28
 	VMOVUPS    Z28, 512(DI)
@@ -573,3 +574,110 @@ q80ilunit:
 q80ildone:
 	VZEROUPPER
 	RET
+
+// Q40LOADS: as Q80LOADS for the Q4_0 blocks at R8-R11: each row's 16
+// bytes of nibbles broadcast to both 128-bit lanes of its half (the second
+// row of a register through K2, the upper 8 dwords), the second lane of
+// each shifted right by 4 (Z17, the word shift counts of nibShift) and all
+// masked to 4 bits (Z16): the 32 codes in value order, as unpackRow has
+// them.
+#define Q40LOADS \
+	VBROADCASTI32X4 2(R8), Z0 \
+	VBROADCASTI32X4 2(R8)(BX*1), K2, Z0 \
+	VPSRLVW         Z17, Z0, Z0 \
+	VPANDD          Z16, Z0, Z0 \
+	VBROADCASTI32X4 2(R8)(BX*2), Z1 \
+	VBROADCASTI32X4 2(R8)(R13*1), K2, Z1 \
+	VPSRLVW         Z17, Z1, Z1 \
+	VPANDD          Z16, Z1, Z1 \
+	VBROADCASTI32X4 2(R9), Z2 \
+	VBROADCASTI32X4 2(R9)(BX*1), K2, Z2 \
+	VPSRLVW         Z17, Z2, Z2 \
+	VPANDD          Z16, Z2, Z2 \
+	VBROADCASTI32X4 2(R9)(BX*2), Z3 \
+	VBROADCASTI32X4 2(R9)(R13*1), K2, Z3 \
+	VPSRLVW         Z17, Z3, Z3 \
+	VPANDD          Z16, Z3, Z3 \
+	VBROADCASTI32X4 2(R10), Z4 \
+	VBROADCASTI32X4 2(R10)(BX*1), K2, Z4 \
+	VPSRLVW         Z17, Z4, Z4 \
+	VPANDD          Z16, Z4, Z4 \
+	VBROADCASTI32X4 2(R10)(BX*2), Z5 \
+	VBROADCASTI32X4 2(R10)(R13*1), K2, Z5 \
+	VPSRLVW         Z17, Z5, Z5 \
+	VPANDD          Z16, Z5, Z5 \
+	VBROADCASTI32X4 2(R11), Z6 \
+	VBROADCASTI32X4 2(R11)(BX*1), K2, Z6 \
+	VPSRLVW         Z17, Z6, Z6 \
+	VPANDD          Z16, Z6, Z6 \
+	VBROADCASTI32X4 2(R11)(BX*2), Z7 \
+	VBROADCASTI32X4 2(R11)(R13*1), K2, Z7 \
+	VPSRLVW         Z17, Z7, Z7 \
+	VPANDD          Z16, Z7, Z7
+
+// func interleaveQ40VNNI(w unsafe.Pointer, stride, nb int, dst *byte, pf unsafe.Pointer)
+// interleaveQ80VNNI for Q4_0 (18-byte blocks: 16 x 18 = 288 bytes, 5
+// lines, prefetched per unit).
+TEXT ·interleaveQ40VNNI(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), R8
+	MOVQ stride+8(FP), BX
+	MOVQ nb+16(FP), CX
+	MOVQ dst+24(FP), DI
+	MOVQ pf+32(FP), R12
+	LEAQ (BX)(BX*2), R13
+	LEAQ (R8)(BX*4), R9
+	LEAQ (R9)(BX*4), R10
+	LEAQ (R10)(BX*4), R11
+	VMOVDQU32 q80TrIdx1a<>(SB), Z24
+	VMOVDQU32 q80TrIdx1b<>(SB), Z25
+	VMOVDQU32 q80TrIdx2a<>(SB), Z26
+	VMOVDQU32 q80TrIdx2b<>(SB), Z27
+	VPBROADCASTD BX, Z30
+	VMOVDQU32    rowIdx<>(SB), Z29
+	VPMULLD      Z30, Z29, Z30 // row offsets k*stride
+	VMOVDQU32    q40NibShift<>(SB), Z17
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z16
+	MOVL         $0x78787878, AX
+	VPBROADCASTD AX, Z31
+	MOVL         $0xff00, AX
+	KMOVW        AX, K2
+	TESTQ CX, CX
+	JZ    q40ildone
+
+q40ilunit:
+	PREFETCHT0 (R12)
+	PREFETCHT0 64(R12)
+	PREFETCHT0 128(R12)
+	PREFETCHT0 192(R12)
+	PREFETCHT0 256(R12)
+	Q40LOADS
+	KXNORW     K1, K1, K1
+	VPGATHERDD (R8)(Z30*1), K1, Z29
+	TRANSPOSE16X8(VPADDB)
+	VPMOVDW    Z29, Y28
+	VCVTPH2PS  Y28, Z28
+	VMOVUPS    Z28, 512(DI)
+	ADDQ $18, R8
+	ADDQ $18, R9
+	ADDQ $18, R10
+	ADDQ $18, R11
+	ADDQ $288, R12
+	ADDQ $576, DI
+	DECQ CX
+	JNZ  q40ilunit
+
+q40ildone:
+	VZEROUPPER
+	RET
+
+// q40NibShift: word shift counts [0 x8, 4 x8, 0 x8, 4 x8].
+DATA q40NibShift<>+0(SB)/8, $0
+DATA q40NibShift<>+8(SB)/8, $0
+DATA q40NibShift<>+16(SB)/8, $0x0004000400040004
+DATA q40NibShift<>+24(SB)/8, $0x0004000400040004
+DATA q40NibShift<>+32(SB)/8, $0
+DATA q40NibShift<>+40(SB)/8, $0
+DATA q40NibShift<>+48(SB)/8, $0x0004000400040004
+DATA q40NibShift<>+56(SB)/8, $0x0004000400040004
+GLOBL q40NibShift<>(SB), RODATA|NOPTR, $64

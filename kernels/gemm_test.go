@@ -12,8 +12,8 @@ import (
 // padded last pair), and with rows split across threads in the finest
 // chunks. The counts cover every path: below the tiles' thresholds the
 // rows go a block at a time for every vector (2, 3, and the integer types
-// other than Q8_0 to 8); the small float tile and, with AVX-512, Q8_0's
-// integer tile from 4 (4, 6 and 23: remainders; an odd row count or chunk
+// other than Q8_0 and Q4_0 to 8); the small float tile and, with AVX-512,
+// Q8_0's and Q4_0's integer tiles from 4 (4, 6 and 23: remainders; an odd row count or chunk
 // repeats its last row); the other integer tiles from gemmIntMin vectors
 // (12, 13: a remainder), AVX2's 8-vector float tile from gemmF32Min (24,
 // 25, 40).
@@ -122,40 +122,44 @@ func TestUnpackRowSIMD(t *testing.T) {
 	}
 }
 
-// TestInterleaveQ80Fused: the fused Q8_0 interleave (a register transpose
-// of 16 rows) writes the bytes the unpacking path writes, for every whole
-// block of 16 rows, the last one included (it prefetches itself), and is
-// declined where it does not apply. Without AVX-512 it reports false, and
-// the test says so.
-func TestInterleaveQ80Fused(t *testing.T) {
+// TestInterleaveFused: the fused Q8_0 and Q4_0 interleaves (a register
+// transpose of 16 rows) write the bytes the unpacking path writes, for every
+// whole block of 16 rows, the last one included (it prefetches itself), and
+// are declined where they do not apply. Without AVX-512 they report false,
+// and the test says so.
+func TestInterleaveFused(t *testing.T) {
 	rng := rand.New(rand.NewPCG(35, 35))
+	fusedTypes := []tensor.DType{tensor.Q8_0, tensor.Q4_0}
 	if simdLevel < simdAVX512 {
-		w := randTensor(rng, tensor.Q8_0, 16, 32, 0)
-		if interleaveQ80(w, 0, make([]byte, unitStride(32))) {
-			t.Fatal("the fused interleave ran without AVX-512")
-		}
-		t.Skip("no AVX-512 here: the fused interleave is not exercised (its path is declined, checked)")
-	}
-	for _, cols := range []int{32, 96, 768, 2048} {
-		w := randTensor(rng, tensor.Q8_0, 48, cols, 0)
-		for r0 := 0; r0+gemmIntRows <= w.Rows; r0 += gemmIntRows {
-			var fused, ref unpacked
-			fused.il = make([]byte, cols/32*unitStride(32))
-			if !interleaveQ80(w, r0, fused.il) {
-				t.Fatalf("cols %d rows [%d, %d): the fused interleave declined", cols, r0, r0+gemmIntRows)
+		for _, typ := range fusedTypes {
+			if interleaveFused(randTensor(rng, typ, 16, 32, 0), 0, make([]byte, unitStride(32))) {
+				t.Fatalf("the fused %s interleave ran without AVX-512", typ)
 			}
-			ref.interleaveUnpacked(w, r0, r0+gemmIntRows, 32)
-			for i := range fused.il {
-				if fused.il[i] != ref.il[i] {
-					t.Fatalf("cols %d rows [%d, %d): byte %d of the tile form is %#x, the unpacking path's %#x", cols, r0, r0+gemmIntRows, i, fused.il[i], ref.il[i])
+		}
+		t.Skip("no AVX-512 here: the fused interleaves are not exercised (their path is declined, checked)")
+	}
+	for _, typ := range fusedTypes {
+		for _, cols := range []int{32, 96, 768, 2048} {
+			w := randTensor(rng, typ, 48, cols, 0)
+			for r0 := 0; r0+gemmIntRows <= w.Rows; r0 += gemmIntRows {
+				var fused, ref unpacked
+				fused.il = make([]byte, cols/32*unitStride(32))
+				if !interleaveFused(w, r0, fused.il) {
+					t.Fatalf("%s cols %d rows [%d, %d): the fused interleave declined", typ, cols, r0, r0+gemmIntRows)
+				}
+				ref.interleaveUnpacked(w, r0, r0+gemmIntRows, 32)
+				for i := range fused.il {
+					if fused.il[i] != ref.il[i] {
+						t.Fatalf("%s cols %d rows [%d, %d): byte %d of the tile form is %#x, the unpacking path's %#x", typ, cols, r0, r0+gemmIntRows, i, fused.il[i], ref.il[i])
+					}
 				}
 			}
-		}
-		if interleaveQ80(w, 40, make([]byte, cols/32*unitStride(32))) {
-			t.Errorf("cols %d: the fused interleave took a block of 8 rows", cols)
+			if interleaveFused(w, 40, make([]byte, cols/32*unitStride(32))) {
+				t.Errorf("%s cols %d: the fused interleave took a block of 8 rows", typ, cols)
+			}
 		}
 	}
-	if interleaveQ80(randTensor(rng, tensor.Q4_0, 16, 32, 0), 0, make([]byte, unitStride(32))) {
-		t.Error("the fused interleave took a Q4_0 tensor")
+	if interleaveFused(randTensor(rng, tensor.Q4_K, 16, 256, 0), 0, make([]byte, 8*unitStride(32))) {
+		t.Error("the fused interleave took a Q4_K tensor")
 	}
 }

@@ -280,7 +280,7 @@ func BenchmarkMatMulBatch(b *testing.B) {
 // per vector.
 func BenchmarkSmallBatchDRAM(b *testing.B) {
 	defer SetThreads(0)
-	for _, typ := range []tensor.DType{tensor.F32, tensor.Q8_0} {
+	for _, typ := range []tensor.DType{tensor.F32, tensor.Q8_0, tensor.Q4_0} {
 		rb, _ := typ.RowBytes(768)
 		var ws []*tensor.Tensor
 		for range (1024 << 20) / (2048 * rb) {

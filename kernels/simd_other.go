@@ -39,9 +39,9 @@ func gemmF32([]float32, []float32, int, *[gemmGroup]float32) { panic("unreachabl
 
 func gemmF32SmallOK() bool { return false }
 
-func fusedQ80OK() bool { return false }
+func fusedInterleaveOK(tensor.DType) bool { return false }
 
-func interleaveQ80(*tensor.Tensor, int, []byte) bool { return false }
+func interleaveFused(*tensor.Tensor, int, []byte) bool { return false }
 
 func gemmF32R2([]float32, int, []float32, int, *[gemmGroup]float32, []float32) {
 	panic("unreachable")
