@@ -96,6 +96,14 @@ func Open(path string, opts Options) (*Model, error) {
 		m.Close()
 		return nil, err
 	}
+	if format == FormatLlama2c {
+		cs, err := alignF32(m.Weights)
+		if err != nil {
+			m.Close()
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		m.closer = closers{cs, m.closer}
+	}
 	return m, nil
 }
 

@@ -2,8 +2,10 @@ package loader
 
 import (
 	"testing"
+	"unsafe"
 
 	"github.com/seamlm/seam/internal/testmodels"
+	"github.com/seamlm/seam/tensor"
 )
 
 // The llama2.c checkpoint and the GGUF of the same model both rotate
@@ -57,5 +59,46 @@ func TestRangeKeepsIdentity(t *testing.T) {
 	}
 	if _, err := Open(path, Options{NoTokenizer: true, First: 3, Last: 9}); err == nil {
 		t.Fatal("range beyond the model accepted")
+	}
+}
+
+// A llama2.c checkpoint's f32 tensors start 28 bytes past a cache line;
+// the loader copies the held ones to aligned memory (alignF32), and only
+// those: a stage holding layers [2, 4) copies their tensors and nothing of
+// the other layers or the head.
+func TestLlama2cTensorsAligned(t *testing.T) {
+	path := testmodels.Path(t, testmodels.Stories260K)
+	for _, r := range [][2]int{{0, 0}, {2, 4}} {
+		m, err := Open(path, Options{NoTokenizer: true, First: r[0], Last: r[1]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := m.Weights
+		var held []*tensor.Tensor
+		for i := w.First; i < w.Last; i++ {
+			held = append(held, w.Layers[i].Tensors()...)
+		}
+		if w.HasHead() {
+			held = append(held, &w.FinalNorm, &w.Output)
+		}
+		var want int64
+		for _, x := range held {
+			if a := uintptr(unsafe.Pointer(&x.Data[0])) % alignLine; a != 0 {
+				t.Errorf("layers %v: %s starts %d bytes past a cache line", r, x.Name, a)
+			}
+			want += int64(len(x.Data))
+		}
+		cs := m.closer.(closers)[0].(*copies)
+		if cs.bytes != want {
+			t.Errorf("layers %v: %d bytes copied, want the held tensors' %d", r, cs.bytes, want)
+		}
+		if r[0] > 0 {
+			if a := uintptr(unsafe.Pointer(&w.Layers[0].Wq.Data[0])) % alignLine; a != 28 {
+				t.Errorf("layer 0 (not held) starts %d past a line, want 28: it was copied", a)
+			}
+		}
+		if err := m.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
