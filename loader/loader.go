@@ -96,14 +96,15 @@ func Open(path string, opts Options) (*Model, error) {
 		m.Close()
 		return nil, err
 	}
-	if format == FormatLlama2c {
-		cs, err := alignF32(m.Weights)
-		if err != nil {
-			m.Close()
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		m.closer = closers{cs, m.closer}
+	// Any format's f32 tensors that do not start on a cache line are
+	// copied (llama2.c checkpoints always; a GGUF aligned to 32 bytes may
+	// have some; others never).
+	cs, err := alignF32(m.Weights)
+	if err != nil {
+		m.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	m.closer = closers{cs, m.closer}
 	return m, nil
 }
 
