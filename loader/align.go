@@ -71,7 +71,9 @@ type closers []interface{ Close() error }
 func (cs closers) Close() error {
 	var errs []error
 	for _, c := range cs {
-		errs = append(errs, c.Close())
+		if c != nil {
+			errs = append(errs, c.Close())
+		}
 	}
 	return errors.Join(errs...)
 }
