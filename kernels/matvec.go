@@ -19,8 +19,16 @@ import (
 //   - chunkElems, chunksPerThread: a goroutine claims at least chunkElems
 //     values at a time, and there are about chunksPerThread chunks per
 //     thread, so a helper that starts late still finds work. From 1 to 16
-//     chunks per thread measured the same; chunks of 1024 values were up to
-//     3x slower (the claim counter's cache line bounces between cores).
+//     chunks per thread measured the same in cache; chunks of 1024 values
+//     were up to 3x slower (the claim counter's cache line bounces between
+//     cores). From memory, quantized matrices of a decode read faster in
+//     fewer, longer chunks (BenchmarkMatVecDRAM, q4_0 768x2048, 2 threads,
+//     GB/s, three runs: 1 chunk per thread 32-33, 2: 28-31, 4: 23-28, 8:
+//     19-22; q8_0 39-44, 37-41, 31-37, 27-31), and `seam bench decode` on
+//     2 threads, alternated 5 times (2026-12-02), gave Q4_0 217 / 226 / 232
+//     tok/s and Q8_0 194 / 200 / 201 with 4 / 2 / 1 chunks per thread, f32
+//     decode and Q4_0 prefill the same within the noise. 2 keeps some room
+//     for a late helper.
 //   - waitSpin: how long the caller, done with its own chunks, polls for
 //     the helpers' last ones before parking: a chunk takes microseconds,
 //     being woken from a park tens of microseconds.
@@ -28,7 +36,7 @@ import (
 var (
 	serialElems     = 1 << 16
 	chunkElems      = 1 << 14
-	chunksPerThread = 4
+	chunksPerThread = 2
 )
 
 // The polling durations are atomic so that tests may change them while
