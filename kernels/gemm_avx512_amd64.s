@@ -599,39 +599,21 @@ q80ildone:
 // each shifted right by 4 (Z17, the word shift counts of nibShift) and all
 // masked to 4 bits (Z16): the 32 codes in value order, as unpackRow has
 // them.
+#define Q40LOAD(lo, hi, Z) \
+	VBROADCASTI32X4 lo, Z \
+	VBROADCASTI32X4 hi, K2, Z \
+	VPSRLVW         Z17, Z, Z \
+	VPANDD          Z16, Z, Z
+
 #define Q40LOADS \
-	VBROADCASTI32X4 2(R8), Z0 \
-	VBROADCASTI32X4 2(R8)(BX*1), K2, Z0 \
-	VPSRLVW         Z17, Z0, Z0 \
-	VPANDD          Z16, Z0, Z0 \
-	VBROADCASTI32X4 2(R8)(BX*2), Z1 \
-	VBROADCASTI32X4 2(R8)(R13*1), K2, Z1 \
-	VPSRLVW         Z17, Z1, Z1 \
-	VPANDD          Z16, Z1, Z1 \
-	VBROADCASTI32X4 2(R9), Z2 \
-	VBROADCASTI32X4 2(R9)(BX*1), K2, Z2 \
-	VPSRLVW         Z17, Z2, Z2 \
-	VPANDD          Z16, Z2, Z2 \
-	VBROADCASTI32X4 2(R9)(BX*2), Z3 \
-	VBROADCASTI32X4 2(R9)(R13*1), K2, Z3 \
-	VPSRLVW         Z17, Z3, Z3 \
-	VPANDD          Z16, Z3, Z3 \
-	VBROADCASTI32X4 2(R10), Z4 \
-	VBROADCASTI32X4 2(R10)(BX*1), K2, Z4 \
-	VPSRLVW         Z17, Z4, Z4 \
-	VPANDD          Z16, Z4, Z4 \
-	VBROADCASTI32X4 2(R10)(BX*2), Z5 \
-	VBROADCASTI32X4 2(R10)(R13*1), K2, Z5 \
-	VPSRLVW         Z17, Z5, Z5 \
-	VPANDD          Z16, Z5, Z5 \
-	VBROADCASTI32X4 2(R11), Z6 \
-	VBROADCASTI32X4 2(R11)(BX*1), K2, Z6 \
-	VPSRLVW         Z17, Z6, Z6 \
-	VPANDD          Z16, Z6, Z6 \
-	VBROADCASTI32X4 2(R11)(BX*2), Z7 \
-	VBROADCASTI32X4 2(R11)(R13*1), K2, Z7 \
-	VPSRLVW         Z17, Z7, Z7 \
-	VPANDD          Z16, Z7, Z7
+	Q40LOAD(2(R8), 2(R8)(BX*1), Z0) \
+	Q40LOAD(2(R8)(BX*2), 2(R8)(R13*1), Z1) \
+	Q40LOAD(2(R9), 2(R9)(BX*1), Z2) \
+	Q40LOAD(2(R9)(BX*2), 2(R9)(R13*1), Z3) \
+	Q40LOAD(2(R10), 2(R10)(BX*1), Z4) \
+	Q40LOAD(2(R10)(BX*2), 2(R10)(R13*1), Z5) \
+	Q40LOAD(2(R11), 2(R11)(BX*1), Z6) \
+	Q40LOAD(2(R11)(BX*2), 2(R11)(R13*1), Z7)
 
 // func interleaveQ40VNNI(w unsafe.Pointer, stride, nb int, dst *byte, pf unsafe.Pointer)
 // interleaveQ80VNNI for Q4_0 (18-byte blocks: 16 x 18 = 288 bytes, 5
