@@ -262,6 +262,54 @@ func TestQuantizeMatchesRule(t *testing.T) {
 	})
 }
 
+// A prompt's activations (past quantParallelValues) are quantized on
+// several threads, each a range of blocks: the same bits as the rule, with
+// the specially treated blocks (zeros, NaN, infinity) across the ranges.
+func TestQuantizeParallelMatchesRule(t *testing.T) {
+	rng := rand.New(rand.NewPCG(23, 23))
+	defer SetThreads(0)
+	const n, cols = 24, 768
+	if n*cols < quantParallelValues {
+		t.Fatalf("%d values do not reach the parallel path (%d)", n*cols, quantParallelValues)
+	}
+	x := randVec(rng, n*cols)
+	for _, b := range []int{0, 100, 287, 300, n*cols/32 - 1} {
+		switch b % 3 {
+		case 0:
+			clear(x[32*b : 32*b+32])
+		case 1:
+			x[32*b+5] = float32(math.NaN())
+		case 2:
+			x[32*b+7] = float32(math.Inf(-1))
+		}
+	}
+	q, d, bs := refQuantize(x)
+	levelsCovered(t, func(level int) {
+		for _, th := range []int{1, 2, 3} {
+			SetThreads(th)
+			a := getActQ(n, cols)
+			a.quantize(x)
+			for e := range q {
+				if a.q[e] != q[e] {
+					t.Fatalf("level %s threads %d value %d: code %d, rule %d", levelNames[level], th, e, a.q[e], q[e])
+				}
+			}
+			for b := range d {
+				if !sameBits(a.d[b], d[b]) || a.bs[b] != bs[b] {
+					t.Fatalf("level %s threads %d block %d: d %v sum %v, rule %v %v", levelNames[level], th, b, a.d[b], a.bs[b], d[b], bs[b])
+				}
+			}
+			for g := range n * cols / 4 {
+				want := -(int32(q[4*g]) + int32(q[4*g+1]) + int32(q[4*g+2]) + int32(q[4*g+3]))
+				if a.ls[g] != want {
+					t.Fatalf("level %s threads %d: 4-code sum %d is %d, want %d", levelNames[level], th, g, a.ls[g], want)
+				}
+			}
+			putActQ(a)
+		}
+	})
+}
+
 // TestIntDotOrder: every path (pure Go, AVX2, AVX-512 VNNI) computes the
 // integer-dot order bit for bit, against refIntDot, for every integer type,
 // block counts 1-9 (every tail of the 4-block unrolling), odd row counts and
