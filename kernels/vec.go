@@ -3,6 +3,9 @@ package kernels
 import (
 	"fmt"
 	"math"
+	"unsafe"
+
+	"github.com/seamlm/seam/internal/half"
 )
 
 // Per-token vector helpers. Like the dot products they use only IEEE
@@ -147,5 +150,19 @@ func AxpyRows(y, a, m []float32, stride int) {
 	}
 	for r, v := range a {
 		Axpy(y, v, m[r*stride:r*stride+len(y)])
+	}
+}
+
+// WidenF16 sets dst[i] to the f16 value src[i] for i < len(dst), exactly
+// (every finite value and infinity; a NaN stays a NaN), with SIMD where the
+// CPU has it: an f16 KV cache is widened this way on every attention step.
+func WidenF16(dst []float32, src []uint16) {
+	if len(dst) == 0 {
+		return
+	}
+	src = src[:len(dst)]
+	i := widenHalves(dst, unsafe.Slice((*byte)(unsafe.Pointer(&src[0])), 2*len(src)), false)
+	for ; i < len(dst); i++ {
+		dst[i] = half.ToF32(src[i])
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/seamlm/seam/internal/half"
 )
 
 const u32 = 1.0 / (1 << 24) // unit roundoff of float32
@@ -246,4 +248,32 @@ func TestRowsOpsMatchCalls(t *testing.T) {
 	})
 	mustPanic(t, "DotRows beyond m", func() { DotRows(make([]float32, 3), make([]float32, 8), make([]float32, 20), 8) })
 	mustPanic(t, "AxpyRows beyond m", func() { AxpyRows(make([]float32, 8), make([]float32, 3), make([]float32, 20), 8) })
+}
+
+// WidenF16 gives every one of the 65536 f16 values exactly as the scalar
+// conversion does (a NaN as a NaN), at every level, through the SIMD part
+// and the tail (lengths not a multiple of 8).
+func TestWidenF16AllValues(t *testing.T) {
+	src := make([]uint16, 1<<16)
+	for i := range src {
+		src[i] = uint16(i)
+	}
+	levelsCovered(t, func(level int) {
+		for _, n := range []int{1 << 16, 1<<16 - 3, 13, 0} {
+			dst := make([]float32, n)
+			WidenF16(dst, src)
+			for i, v := range dst {
+				want := half.ToF32(src[i])
+				if want != want {
+					if v == v {
+						t.Fatalf("level %s n %d: f16 %#04x (NaN) widened to %v", levelNames[level], n, src[i], v)
+					}
+					continue
+				}
+				if math.Float32bits(v) != math.Float32bits(want) {
+					t.Fatalf("level %s n %d: f16 %#04x widened to %v, want %v", levelNames[level], n, src[i], v, want)
+				}
+			}
+		}
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/seamlm/seam/internal/half"
+	"github.com/seamlm/seam/kernels"
 )
 
 // DefaultKVBlock is the positions per KV cache block: small enough that a
@@ -191,11 +192,7 @@ func (kv *kvCache) store(l, p int, key, val []float32) {
 func widen(dst []float32, blocks [][]uint16, b, width, off, n, rows int) {
 	src := blocks[b]
 	for r := range rows {
-		s := src[r*width+off : r*width+off+n]
-		d := dst[r*n : (r+1)*n]
-		for i, h := range s {
-			d[i] = half.ToF32(h)
-		}
+		kernels.WidenF16(dst[r*n:(r+1)*n], src[r*width+off:r*width+off+n])
 	}
 }
 
