@@ -546,21 +546,37 @@ GLOBL q80TrIdx2b<>(SB), RODATA|NOPTR, $64
 	VINSERTI32X4 $1, X29, Y28, Y28 \
 	VCVTPH2PS    Y28, Z28
 
+// IL_ARGS loads the arguments of the fused interleaves: R8-R11 rows 0, 4,
+// 8 and 12 (stride BX, R13 = 3 x stride), CX blocks, DI dst, R12 pf, and
+// the transpose's indices in Z24-Z27.
+#define IL_ARGS \
+	MOVQ      w+0(FP), R8 \
+	MOVQ      stride+8(FP), BX \
+	MOVQ      nb+16(FP), CX \
+	MOVQ      dst+24(FP), DI \
+	MOVQ      pf+32(FP), R12 \
+	LEAQ      (BX)(BX*2), R13 \
+	LEAQ      (R8)(BX*4), R9 \
+	LEAQ      (R9)(BX*4), R10 \
+	LEAQ      (R10)(BX*4), R11 \
+	VMOVDQU32 q80TrIdx1a<>(SB), Z24 \
+	VMOVDQU32 q80TrIdx1b<>(SB), Z25 \
+	VMOVDQU32 q80TrIdx2a<>(SB), Z26 \
+	VMOVDQU32 q80TrIdx2b<>(SB), Z27
+
+// IL_NEXT(bs, pf) moves the rows to the next block (bs bytes), the
+// prefetch on by pf bytes (16 rows' worth) and dst to the next unit.
+#define IL_NEXT(bs, pf) \
+	ADDQ bs, R8 \
+	ADDQ bs, R9 \
+	ADDQ bs, R10 \
+	ADDQ bs, R11 \
+	ADDQ pf, R12 \
+	ADDQ $576, DI
+
 // func interleaveQ80VNNI(w unsafe.Pointer, stride, nb int, dst *byte, pf unsafe.Pointer)
 TEXT ·interleaveQ80VNNI(SB), NOSPLIT, $0-40
-	MOVQ w+0(FP), R8
-	MOVQ stride+8(FP), BX
-	MOVQ nb+16(FP), CX
-	MOVQ dst+24(FP), DI
-	MOVQ pf+32(FP), R12
-	LEAQ (BX)(BX*2), R13
-	LEAQ (R8)(BX*4), R9
-	LEAQ (R9)(BX*4), R10
-	LEAQ (R10)(BX*4), R11
-	VMOVDQU32 q80TrIdx1a<>(SB), Z24
-	VMOVDQU32 q80TrIdx1b<>(SB), Z25
-	VMOVDQU32 q80TrIdx2a<>(SB), Z26
-	VMOVDQU32 q80TrIdx2b<>(SB), Z27
+	IL_ARGS
 	MOVL         $0x80808080, AX
 	VPBROADCASTD AX, Z31
 	TESTQ CX, CX
@@ -580,12 +596,7 @@ q80ilunit:
 	SCALES16
 	TRANSPOSE16X8(VPXORD)
 	VMOVUPS    Z28, 512(DI)
-	ADDQ $34, R8
-	ADDQ $34, R9
-	ADDQ $34, R10
-	ADDQ $34, R11
-	ADDQ $544, R12
-	ADDQ $576, DI
+	IL_NEXT($34, $544)
 	DECQ CX
 	JNZ  q80ilunit
 
@@ -619,19 +630,7 @@ q80ildone:
 // interleaveQ80VNNI for Q4_0 (18-byte blocks: 16 x 18 = 288 bytes, 5
 // lines, prefetched per unit).
 TEXT ·interleaveQ40VNNI(SB), NOSPLIT, $0-40
-	MOVQ w+0(FP), R8
-	MOVQ stride+8(FP), BX
-	MOVQ nb+16(FP), CX
-	MOVQ dst+24(FP), DI
-	MOVQ pf+32(FP), R12
-	LEAQ (BX)(BX*2), R13
-	LEAQ (R8)(BX*4), R9
-	LEAQ (R9)(BX*4), R10
-	LEAQ (R10)(BX*4), R11
-	VMOVDQU32 q80TrIdx1a<>(SB), Z24
-	VMOVDQU32 q80TrIdx1b<>(SB), Z25
-	VMOVDQU32 q80TrIdx2a<>(SB), Z26
-	VMOVDQU32 q80TrIdx2b<>(SB), Z27
+	IL_ARGS
 	VMOVDQU32    q40NibShift<>(SB), Z17
 	MOVL         $0x0f0f0f0f, AX
 	VPBROADCASTD AX, Z16
@@ -652,12 +651,7 @@ q40ilunit:
 	SCALES16
 	TRANSPOSE16X8(VPADDB)
 	VMOVUPS    Z28, 512(DI)
-	ADDQ $18, R8
-	ADDQ $18, R9
-	ADDQ $18, R10
-	ADDQ $18, R11
-	ADDQ $288, R12
-	ADDQ $576, DI
+	IL_NEXT($18, $288)
 	DECQ CX
 	JNZ  q40ilunit
 

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"math"
 	"unsafe"
-
-	"github.com/seamlm/seam/internal/half"
 )
 
 // Per-token vector helpers. Like the dot products they use only IEEE
@@ -163,6 +161,6 @@ func WidenF16(dst []float32, src []uint16) {
 	src = src[:len(dst)]
 	i := widenHalves(dst, unsafe.Slice((*byte)(unsafe.Pointer(&src[0])), 2*len(src)), false)
 	for ; i < len(dst); i++ {
-		dst[i] = half.ToF32(src[i])
+		dst[i] = f16ToF32(src[i])
 	}
 }
