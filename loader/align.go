@@ -43,26 +43,17 @@ func alignF32(w *model.Weights) (*copies, error) {
 			cs.Close()
 			return nil, fmt.Errorf("aligning tensor %s: %w", t.Name, err)
 		}
-		cs.list = append(cs.list, c)
+		cs.closers = append(cs.closers, c)
 		cs.bytes += int64(len(t.Data))
 		t.Data = c.Bytes()
 	}
 	return cs, nil
 }
 
-// copies are the aligned copies of a model's tensors.
+// copies are the aligned copies of a model's tensors; Close frees them.
 type copies struct {
-	list  []*mapped.Copy
+	closers
 	bytes int64
-}
-
-func (cs *copies) Close() error {
-	var errs []error
-	for _, c := range cs.list {
-		errs = append(errs, c.Close())
-	}
-	cs.list = nil
-	return errors.Join(errs...)
 }
 
 // closers closes each in turn.
