@@ -269,3 +269,52 @@ func TestPoolPlaintextRefused(t *testing.T) {
 		}
 	}
 }
+
+// A replica that accepts a connection and drops it before TLS completes
+// (a stage killed mid-handshake) is moved past like one that refuses the
+// connection: the supervisor dials the next replica. CI once saw a
+// failover give up on exactly this.
+func TestDialMovesPastAReplicaThatDropsTLS(t *testing.T) {
+	m := openStories(t)
+	id, _ := m.Identity()
+	h, s1, s2 := newNodeKey(t), newNodeKey(t), newNodeKey(t)
+	all := []node{h, s1, s2}
+	addrs := startStages(t, m, [2]*auth.Config{s1.cfg(t, all...), s2.cfg(t, all...)}, [2]*logBuf{{}, {}})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Read(make([]byte, 1)) // the ClientHello has begun
+			c.(*net.TCPConn).SetLinger(0) // a reset, as from a killed process
+			c.Close()
+		}
+	}()
+	dead := ln.Addr().String()
+	opts := Options{Identity: id, Config: m.Weights.Config, Timeout: 5 * time.Second, Auth: h.cfg(t, all...)}
+
+	// Without a replica, the error is a DialError naming the address once.
+	_, err = Dial(context.Background(), []string{dead, addrs[1]}, opts)
+	var de *DialError
+	if !errors.As(err, &de) || de.Index != 0 || strings.Contains(err.Error(), dead+": "+dead) {
+		t.Fatalf("err %v, want a DialError for stage 1 naming %s once", err, dead)
+	}
+	if !strings.Contains(err.Error(), "connection reset") {
+		t.Fatalf("err %v, want the reset of the TLS handshake", err)
+	}
+
+	sup, err := Supervise(context.Background(), [][]string{{dead, addrs[0]}, {addrs[1]}}, opts, SupervisorOptions{Poll: time.Hour, Logger: quiet})
+	if err != nil {
+		t.Fatalf("the supervisor did not move past %s to its replica %s: %v", dead, addrs[0], err)
+	}
+	defer sup.Close()
+	if got := sup.Topology().Stages[0].Addr; got != addrs[0] {
+		t.Errorf("stage 1 is %s, want the replica %s", got, addrs[0])
+	}
+}

@@ -18,7 +18,9 @@ type DialError struct {
 }
 
 func (e *DialError) Error() string {
-	return fmt.Sprintf("stage %d (%s): %v", e.Index+1, e.Addr, e.Err)
+	// auth's errors begin with the address already: say it once.
+	msg := strings.TrimPrefix(e.Err.Error(), e.Addr+": ")
+	return fmt.Sprintf("stage %d (%s): %s", e.Index+1, e.Addr, msg)
 }
 func (e *DialError) Unwrap() error { return e.Err }
 

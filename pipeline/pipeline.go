@@ -171,7 +171,9 @@ func (c *Chain) connect(ctx context.Context, i int, addr string) (*stageConn, er
 	}
 	if c.opts.Auth != nil {
 		if conn, _, err = c.opts.Auth.Client(ctx, conn, addr); err != nil {
-			return nil, fmt.Errorf("stage %d: %w", i+1, err)
+			// A DialError, as a refused TCP connection is: a replica that
+			// dies between accepting and finishing TLS is moved past.
+			return nil, &DialError{Index: i, Addr: addr, Err: err}
 		}
 	}
 	w := net.Conn(conn)
