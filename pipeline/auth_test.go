@@ -291,7 +291,7 @@ func TestDialMovesPastAReplicaThatDropsTLS(t *testing.T) {
 			if err != nil {
 				return
 			}
-			c.Read(make([]byte, 1)) // the ClientHello has begun
+			c.Read(make([]byte, 1))       // the ClientHello has begun
 			c.(*net.TCPConn).SetLinger(0) // a reset, as from a killed process
 			c.Close()
 		}
