@@ -282,6 +282,9 @@ func f32RowsSIMD(w *tensor.Tensor, r0, r1 int, x, out []float32) bool {
 //go:noescape
 func axpyRowsAVX2(y *float32, n int, a *float32, x *float32, stride, rows int)
 
+//go:noescape
+func axpyRowsAVX512(y *float32, n int, a *float32, x *float32, stride, rows int)
+
 // dotRowsSIMD is DotRows with the f32 row kernels, reporting false when
 // there are none or len(x) is not a multiple of 8.
 func dotRowsSIMD(out, x, m []float32, stride int) bool {
@@ -298,13 +301,17 @@ func dotRowsSIMD(out, x, m []float32, stride int) bool {
 	return true
 }
 
-// axpyRowsSIMD is AxpyRows in AVX2, reporting false when len(y) is not a
-// multiple of 8.
+// axpyRowsSIMD is AxpyRows in AVX2 or AVX-512, reporting false when
+// len(y) is not a multiple of 8.
 func axpyRowsSIMD(y, a, m []float32, stride int) bool {
 	if simdLevel == simdNone || len(y)%8 != 0 || len(y) == 0 || len(a) == 0 {
 		return false
 	}
 	_ = m[(len(a)-1)*stride+len(y)-1]
-	axpyRowsAVX2(&y[0], len(y), &a[0], &m[0], 4*stride, len(a))
+	if simdLevel >= simdAVX512 {
+		axpyRowsAVX512(&y[0], len(y), &a[0], &m[0], 4*stride, len(a))
+	} else {
+		axpyRowsAVX2(&y[0], len(y), &a[0], &m[0], 4*stride, len(a))
+	}
 	return true
 }

@@ -497,3 +497,95 @@ rowssum:
 rowsdone:
 	VZEROUPPER
 	RET
+
+// func axpyRowsAVX512(y *float32, n int, a *float32, x *float32, stride, rows int)
+// axpyRowsAVX2 with 64 columns of y in four ZMM registers per pass over the
+// rows (one head of 64 values, an attention step's usual width, in one
+// pass), then 16, then 8 at a time: y[i] += round(a[r] * x[r*stride/4 +
+// i]) for r = 0 .. rows-1 in order, n a multiple of 8; the same products
+// and sums as AVX2 and Go (no FMA), so the same bits.
+TEXT ·axpyRowsAVX512(SB), NOSPLIT, $0-48
+	MOVQ y+0(FP), DI
+	MOVQ n+8(FP), CX
+	MOVQ stride+32(FP), BX
+
+zrows64:
+	CMPQ      CX, $64
+	JB        zrows16
+	VMOVUPS   (DI), Z0
+	VMOVUPS   64(DI), Z1
+	VMOVUPS   128(DI), Z2
+	VMOVUPS   192(DI), Z3
+	MOVQ      a+16(FP), SI
+	MOVQ      x+24(FP), R8
+	MOVQ      rows+40(FP), R9
+
+zrows64row:
+	VBROADCASTSS (SI), Z4
+	VMULPS       (R8), Z4, Z5
+	VADDPS       Z5, Z0, Z0
+	VMULPS       64(R8), Z4, Z6
+	VADDPS       Z6, Z1, Z1
+	VMULPS       128(R8), Z4, Z7
+	VADDPS       Z7, Z2, Z2
+	VMULPS       192(R8), Z4, Z8
+	VADDPS       Z8, Z3, Z3
+	ADDQ         $4, SI
+	ADDQ         BX, R8
+	DECQ         R9
+	JNZ          zrows64row
+
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS Z2, 128(DI)
+	VMOVUPS Z3, 192(DI)
+	ADDQ    $256, DI
+	ADDQ    $256, x+24(FP)
+	SUBQ    $64, CX
+	JMP     zrows64
+
+zrows16:
+	CMPQ    CX, $16
+	JB      zrows8
+	VMOVUPS (DI), Z0
+	MOVQ    a+16(FP), SI
+	MOVQ    x+24(FP), R8
+	MOVQ    rows+40(FP), R9
+
+zrows16row:
+	VBROADCASTSS (SI), Z4
+	VMULPS       (R8), Z4, Z5
+	VADDPS       Z5, Z0, Z0
+	ADDQ         $4, SI
+	ADDQ         BX, R8
+	DECQ         R9
+	JNZ          zrows16row
+
+	VMOVUPS Z0, (DI)
+	ADDQ    $64, DI
+	ADDQ    $64, x+24(FP)
+	SUBQ    $16, CX
+	JMP     zrows16
+
+zrows8:
+	CMPQ    CX, $8
+	JB      zrowsdone
+	VMOVUPS (DI), Y0
+	MOVQ    a+16(FP), SI
+	MOVQ    x+24(FP), R8
+	MOVQ    rows+40(FP), R9
+
+zrows8row:
+	VBROADCASTSS (SI), Y4
+	VMULPS       (R8), Y4, Y5
+	VADDPS       Y5, Y0, Y0
+	ADDQ         $4, SI
+	ADDQ         BX, R8
+	DECQ         R9
+	JNZ          zrows8row
+
+	VMOVUPS Y0, (DI)
+
+zrowsdone:
+	VZEROUPPER
+	RET

@@ -222,7 +222,7 @@ func TestExpSIMDMatchesGo(t *testing.T) {
 func TestRowsOpsMatchCalls(t *testing.T) {
 	rng := rand.New(rand.NewPCG(72, 72))
 	levelsCovered(t, func(level int) {
-		for _, n := range []int{8, 24, 40, 64, 72, 128, 13} {
+		for _, n := range []int{8, 16, 24, 40, 64, 72, 80, 88, 128, 13} {
 			for _, rows := range []int{1, 2, 7, 33} {
 				stride := n + rng.IntN(3)*8
 				m := randVec(rng, (rows-1)*stride+n)
