@@ -163,3 +163,55 @@ func TestCancelledRequestEnds(t *testing.T) {
 		t.Fatalf("a cancelled 200-step prompt gave %v", err)
 	}
 }
+
+// ForwardArgmax, which reuses one logits buffer per session, picks the
+// token the logits of a whole-model run pick, step after step, with other
+// sessions decoding beside it in the same steps.
+func TestForwardArgmaxMatchesForward(t *testing.T) {
+	m := demo(t)
+	b, err := batch.New(batch.Config{Model: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	const sessions, steps = 4, 30
+	got := make([][]int, sessions)
+	errs := make([]error, sessions)
+	var wg sync.WaitGroup
+	for i := range sessions {
+		wg.Go(func() {
+			s, err := b.NewSession(nil)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer s.Close()
+			tok, pos := 1+i, 0
+			for range steps {
+				if tok, errs[i] = s.ForwardArgmax(context.Background(), []int{tok}, pos); errs[i] != nil {
+					return
+				}
+				got[i] = append(got[i], tok)
+				pos++
+			}
+		})
+	}
+	wg.Wait()
+	for i := range sessions {
+		if errs[i] != nil {
+			t.Fatalf("session %d: %v", i, errs[i])
+		}
+		alone, _ := generate.NewLocal(m)
+		tok := 1 + i
+		for p := range steps {
+			l, err := alone.Forward(context.Background(), []int{tok}, p, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tok = sample.Argmax(l[0])
+			if got[i][p] != tok {
+				t.Fatalf("session %d, step %d: ForwardArgmax gave %d, the whole model's logits %d", i, p, got[i][p], tok)
+			}
+		}
+	}
+}

@@ -12,9 +12,10 @@ import (
 // it implements generate.Session and generate.ArgmaxSession. One goroutine
 // uses it at a time.
 type Session struct {
-	b  *Batcher
-	st *model.State
-	x  []float32
+	b      *Batcher
+	st     *model.State
+	x      []float32
+	logits []float32 // ForwardArgmax's, reused: its logits do not leave the session
 }
 
 // NewSession opens a session whose KV cache takes its blocks from pool
@@ -58,12 +59,25 @@ func (s *Session) Forward(ctx context.Context, tokens []int, pos int, all bool) 
 }
 
 // ForwardArgmax implements generate.ArgmaxSession.
+//
+// Unlike Forward it keeps one logits buffer for the session's life: a
+// fresh one per token (a vocabulary of floats, 125 KiB for 32000) cost a
+// 16-stream decode 4 % of its time in the copy into new pages alone.
 func (s *Session) ForwardArgmax(ctx context.Context, tokens []int, pos int) (int, error) {
-	l, err := s.Forward(ctx, tokens, pos, false)
+	if len(tokens) == 0 {
+		return 0, fmt.Errorf("no tokens to forward")
+	}
+	x, err := s.embed(tokens)
 	if err != nil {
 		return 0, err
 	}
-	return sample.Argmax(l[0]), nil
+	if v := s.b.cfg.Model.Config().VocabSize; len(s.logits) != v {
+		s.logits = make([]float32, v)
+	}
+	if err := s.b.Run(ctx, s.st, x, pos, len(tokens), s.logits); err != nil {
+		return 0, err
+	}
+	return sample.Argmax(s.logits), nil
 }
 
 func (s *Session) embed(tokens []int) ([]float32, error) {
