@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/seamlm/seam/model"
+	"github.com/seamlm/seam/sample"
 )
 
 // Session runs the whole model for one conversation, keeping its KV cache.
@@ -30,9 +31,10 @@ type ArgmaxSession interface {
 
 // Local is a Session over a model held in this process.
 type Local struct {
-	m     *model.Model
-	state *model.State
-	x     []float32
+	m      *model.Model
+	state  *model.State
+	x      []float32
+	logits []float32 // ForwardArgmax's, reused
 }
 
 // NewLocal starts a session on a model that holds every layer.
@@ -48,14 +50,17 @@ func NewLocal(m *model.Model) (*Local, error) {
 	return &Local{m: m, state: s, x: make([]float32, w.Config.Dim)}, nil
 }
 
-// Forward implements Session. All tokens go through the layers as one batch
-// (bit-identical to feeding them one by one).
-func (l *Local) Forward(ctx context.Context, tokens []int, pos int, all bool) ([][]float32, error) {
+// layers runs tokens through every layer at positions pos, ... and
+// returns their hidden states.
+func (l *Local) layers(ctx context.Context, tokens []int, pos int) ([]float32, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	cfg := l.m.Config()
 	n := len(tokens)
+	if n == 0 {
+		return nil, fmt.Errorf("no tokens to forward")
+	}
 	if cap(l.x) < n*cfg.Dim {
 		l.x = make([]float32, n*cfg.Dim)
 	}
@@ -68,6 +73,36 @@ func (l *Local) Forward(ctx context.Context, tokens []int, pos int, all bool) ([
 	if err := l.m.LayersBatch(l.state, x, pos, n); err != nil {
 		return nil, err
 	}
+	return x, nil
+}
+
+// ForwardArgmax implements ArgmaxSession: Forward's last logits, argmax
+// taken, in a buffer kept for the session rather than a fresh one per
+// token.
+func (l *Local) ForwardArgmax(ctx context.Context, tokens []int, pos int) (int, error) {
+	x, err := l.layers(ctx, tokens, pos)
+	if err != nil {
+		return 0, err
+	}
+	cfg := l.m.Config()
+	if len(l.logits) != cfg.VocabSize {
+		l.logits = make([]float32, cfg.VocabSize)
+	}
+	if err := l.m.Head(x[(len(tokens)-1)*cfg.Dim:], l.logits); err != nil {
+		return 0, err
+	}
+	return sample.Argmax(l.logits), nil
+}
+
+// Forward implements Session. All tokens go through the layers as one batch
+// (bit-identical to feeding them one by one).
+func (l *Local) Forward(ctx context.Context, tokens []int, pos int, all bool) ([][]float32, error) {
+	x, err := l.layers(ctx, tokens, pos)
+	if err != nil {
+		return nil, err
+	}
+	cfg := l.m.Config()
+	n := len(tokens)
 	first := n - 1
 	if all {
 		first = 0
