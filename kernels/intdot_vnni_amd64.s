@@ -15,8 +15,8 @@
 // Constants: Y12 = bytes 0x80, Y14 = bytes 0x0f.
 //
 // Where blocks lie in pairs (Q8_0, Q4_0, Q4_K, Q6_K, Q8G), one 512-bit
-// VPDPBUSD serves two blocks, and ZREDUCE4 (or ZREDUCEH) reduces two such
-// registers to the four units' sums.
+// VPDPBUSD serves two blocks, and ZREDUCE4 reduces two such registers to
+// the four units' sums (ZREDUCE16 and Q6KREDUCE16 reduce 16 at once).
 
 // dword index [0, 4, 8, 12, ...]: lane 0 of each 128-bit lane.
 DATA lane0Idx<>+0(SB)/8, $0x0000000400000000
@@ -68,12 +68,6 @@ GLOBL nibShift<>(SB), RODATA|NOPTR, $64
 	VPADDD     Z7, Z6, Z6; \
 	ZSUM128; \
 	VPERMD     Z6, Z27, Z4
-
-// ZREDUCEH: from the halves of 16 values of 2 blocks in Z6 (one unit per
-// 128-bit lane), X4 = the 4 units' sums.
-#define ZREDUCEH \
-	ZSUM128; \
-	VPERMD Z6, Z27, Z4
 
 // Q80INTV: Q8_0 block at boff(BX) against the codes at xoff(DI), into Y:
 // sum (w+128)x - 128 sum x.
@@ -566,17 +560,13 @@ q4kdone:
 	VZEROUPPER
 	RET
 
-#define Q6KSCALESV(g) \
-	VMOVSD     (8*(g))(DX), X6; \
-	VPERMILPS  $0x50, X6, X6; \
-	VMULPS     (16*(g))(SP), X6, X6
-
-// Q6KHALFZ(h): the 8 units of half h, two blocks per register: ql (64
-// bytes) in Z12, qh (32) in Y13; [quarter 0 | quarter 1] takes the low
+// Q6KHALF2(h, ZA, ZB): the 8 units of half h, two blocks per register: ql
+// (64 bytes) in Z12, qh (32) in Y13; [quarter 0 | quarter 1] takes the low
 // nibbles and qh bits 0-1 and 2-3, [quarter 2 | quarter 3] the high nibbles
-// and bits 4-5 and 6-7, moved to bits 4-5 (0x30 bytes in Z25). Each 128-bit
-// lane of a register is one unit of 16 values.
-#define Q6KHALFZ(h) \
+// and bits 4-5 and 6-7, moved to bits 4-5 (0x30 bytes in Z25), against the
+// codes from -32 sum x: ZA holds units 8h..8h+3 and ZB 8h+4..8h+7, one unit
+// of 16 values per 128-bit lane, not yet reduced.
+#define Q6KHALF2(h, ZA, ZB) \
 	VMOVDQU64    (64*h)(BX), Z12; \
 	VMOVDQU      (128+32*h)(BX), Y13; \
 	VPSLLW       $4, Y13, Y16; \
@@ -585,31 +575,69 @@ q4kdone:
 	VPANDD       Z25, Z16, Z16; \
 	VPANDD       Z29, Z12, Z8; \
 	VPORD        Z16, Z8, Z8; \
-	VPSLLD       $5, (128*h)(R13), Z6; \
-	VPDPBUSD     (128*h)(DI), Z8, Z6; \
-	ZREDUCEH; \
-	Q6KSCALESV(2*h); \
-	ACC4; \
+	VPSLLD       $5, (128*h)(R13), ZA; \
+	VPDPBUSD     (128*h)(DI), Z8, ZA; \
 	VPSRLW       $2, Y13, Y17; \
 	VINSERTI64X4 $1, Y17, Z13, Z16; \
 	VPANDD       Z25, Z16, Z16; \
 	VPSRLW       $4, Z12, Z8; \
 	VPANDD       Z29, Z8, Z8; \
 	VPORD        Z16, Z8, Z8; \
-	VPSLLD       $5, (128*h+64)(R13), Z6; \
-	VPDPBUSD     (128*h+64)(DI), Z8, Z6; \
-	ZREDUCEH; \
-	Q6KSCALESV(2*h+1); \
-	ACC4
+	VPSLLD       $5, (128*h+64)(R13), ZB; \
+	VPDPBUSD     (128*h+64)(DI), Z8, ZB
+
+// Q6KREDUCE16: the 16 units' exact sums from Z18-Z21 (4 units each, one
+// per 128-bit lane, 4 partial sums a unit) into Z18 in unit order: pairs
+// of registers added across dwords, then qwords (lane l then holds units
+// l, 4+l, 8+l, 12+l), then a transpose (Z22). Uses Z8, Z9.
+#define Q6KREDUCE16 \
+	VPUNPCKLDQ  Z19, Z18, Z8; \
+	VPUNPCKHDQ  Z19, Z18, Z9; \
+	VPADDD      Z9, Z8, Z18; \
+	VPUNPCKLDQ  Z21, Z20, Z8; \
+	VPUNPCKHDQ  Z21, Z20, Z9; \
+	VPADDD      Z9, Z8, Z20; \
+	VPUNPCKLQDQ Z20, Z18, Z8; \
+	VPUNPCKHQDQ Z20, Z18, Z9; \
+	VPADDD      Z9, Z8, Z18; \
+	VPERMD      Z18, Z22, Z18
+
+// q6kUnitIdx: output unit p from dword 4*(p mod 4) + p/4 (Q6KREDUCE16).
+DATA q6kUnitIdx<>+0(SB)/8, $0x0000000400000000
+DATA q6kUnitIdx<>+8(SB)/8, $0x0000000c00000008
+DATA q6kUnitIdx<>+16(SB)/8, $0x0000000500000001
+DATA q6kUnitIdx<>+24(SB)/8, $0x0000000d00000009
+DATA q6kUnitIdx<>+32(SB)/8, $0x0000000600000002
+DATA q6kUnitIdx<>+40(SB)/8, $0x0000000e0000000a
+DATA q6kUnitIdx<>+48(SB)/8, $0x0000000700000003
+DATA q6kUnitIdx<>+56(SB)/8, $0x0000000f0000000b
+GLOBL q6kUnitIdx<>(SB), RODATA|NOPTR, $64
+
+// dup8Idx: [0, 0, 1, 1, ..., 7, 7], each of 8 floats twice.
+DATA dup8Idx<>+0(SB)/8, $0x0000000000000000
+DATA dup8Idx<>+8(SB)/8, $0x0000000100000001
+DATA dup8Idx<>+16(SB)/8, $0x0000000200000002
+DATA dup8Idx<>+24(SB)/8, $0x0000000300000003
+DATA dup8Idx<>+32(SB)/8, $0x0000000400000004
+DATA dup8Idx<>+40(SB)/8, $0x0000000500000005
+DATA dup8Idx<>+48(SB)/8, $0x0000000600000006
+DATA dup8Idx<>+56(SB)/8, $0x0000000700000007
+GLOBL dup8Idx<>(SB), RODATA|NOPTR, $64
 
 // func q6kRowsVNNI(w unsafe.Pointer, stride, rows int, x *actView, out *float32)
-TEXT ·q6kRowsVNNI(SB), NOSPLIT, $64-40
+//
+// A super-block's 16 units are reduced together (Q6KREDUCE16) and scaled
+// by one 16-lane product, (d * sc_u) * dx, then added to X0's lanes in
+// unit order as ACC4 would, four units at a time.
+TEXT ·q6kRowsVNNI(SB), NOSPLIT, $0-40
 	ROWS_ARGS
 	ZCONSTS
 	MOVL         $0x30303030, AX
 	VPBROADCASTD AX, Z25
 	BCAST32(0x0f0f0f0f, X14, Y14)
 	BCAST32(0x30303030, X3, Y3)
+	VMOVDQU32 q6kUnitIdx<>(SB), Z22
+	VMOVDQU32 dup8Idx<>(SB), Z23
 	TESTQ   R10, R10
 	JZ      q6kdone
 
@@ -620,18 +648,26 @@ q6krow:
 	SHRQ   $3, CX
 
 q6ksb:
-	VPBROADCASTW 208(BX), X6
-	VCVTPH2PS    X6, Y6
-	VPMOVSXBD    192(BX), Y5
-	VCVTDQ2PS    Y5, Y5
-	VMULPS       Y6, Y5, Y5
-	VMOVUPS      Y5, 0(SP)
-	VPMOVSXBD    200(BX), Y5
-	VCVTDQ2PS    Y5, Y5
-	VMULPS       Y6, Y5, Y5
-	VMOVUPS      Y5, 32(SP)
-	Q6KHALFZ(0)
-	Q6KHALFZ(1)
+	VPBROADCASTW 208(BX), Y6
+	VCVTPH2PS    Y6, Z6
+	VPMOVSXBD    192(BX), Z5
+	VCVTDQ2PS    Z5, Z5
+	VMULPS       Z6, Z5, Z5
+	Q6KHALF2(0, Z18, Z19)
+	Q6KHALF2(1, Z20, Z21)
+	Q6KREDUCE16
+	VMOVUPS       (DX), Y8
+	VPERMPS       Z8, Z23, Z8
+	VMULPS        Z5, Z8, Z9
+	VCVTDQ2PS     Z18, Z18
+	VMULPS        Z9, Z18, Z18
+	VADDPS        X18, X0, X0
+	VEXTRACTF32X4 $1, Z18, X8
+	VADDPS        X8, X0, X0
+	VEXTRACTF32X4 $2, Z18, X8
+	VADDPS        X8, X0, X0
+	VEXTRACTF32X4 $3, Z18, X8
+	VADDPS        X8, X0, X0
 	ADDQ         $210, BX
 	ADDQ         $256, DI
 	ADDQ         $256, R13

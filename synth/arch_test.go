@@ -140,3 +140,76 @@ func TestQ4KValues(t *testing.T) {
 		}
 	}
 }
+
+// q6KRef decodes a Q6_K super-block from GGML's layout, written here apart
+// from the kernels: 128 bytes of low nibbles, 64 of high bit pairs, 16 int8
+// scales, f16 d. Value v of half h (128 values each), quarter t (32) and
+// index l in it takes the low nibble (t even) or high nibble (t odd) of
+// ql[64h + 32(t mod 2) + l], bits 2t..2t+1 of qh[32h + l], and scale
+// 8h + l/16 + 2t.
+func q6KRef(blk []byte) []float64 {
+	d := f16ToF64(binary.LittleEndian.Uint16(blk[208:]))
+	out := make([]float64, 256)
+	for v := range 256 {
+		h, w := v/128, v%128
+		t, l := w/32, w%32
+		ql := blk[64*h+32*(t%2)+l]
+		lo := int(ql & 0x0f)
+		if t >= 2 {
+			lo = int(ql >> 4)
+		}
+		hi := int(blk[128+32*h+l]>>(2*t)) & 3
+		sc := float64(int8(blk[192+8*h+l/16+2*t]))
+		out[v] = d * sc * float64(lo|hi<<4-32)
+	}
+	return out
+}
+
+// Q6_K matrices hold integer multiples of d within 32, standard deviation
+// 1/sqrt(fan-in), and Seam's kernels decode them as the reference does.
+func TestQ6KValues(t *testing.T) {
+	cfg := model.Config{Dim: 256, HiddenDim: 512, NLayers: 1, NHeads: 4, NKVHeads: 2, VocabSize: 300,
+		SeqLen: 16, RopeTheta: 10000, RopeDim: 64, NormEps: 1e-5}
+	path := writeTiny(t, cfg, GGUFOptions{Matrices: tensor.Q6_K, Seed: 6})
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, name := range []string{"blk.0.attn_q.weight", "blk.0.ffn_down.weight"} {
+		tt, err := f.Tensor(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tt.Type != tensor.Q6_K {
+			t.Fatalf("%s is %s, want q6_k", name, tt.Type)
+		}
+		var sum, sq float64
+		var n int
+		row := make([]float32, tt.Cols)
+		for r := 0; r < tt.Rows; r++ {
+			kernels.DequantRow(row, &tt, r)
+			blocks := tt.Row(r)
+			for b := 0; b < tt.Cols/256; b++ {
+				d := f16ToF64(binary.LittleEndian.Uint16(blocks[b*210+208:]))
+				for i, v := range q6KRef(blocks[b*210 : (b+1)*210]) {
+					if float64(row[b*256+i]) != v {
+						t.Fatalf("%s row %d value %d: kernels %v, reference %v", name, r, b*256+i, row[b*256+i], v)
+					}
+					if k := v / d; k != math.Round(k) || math.Abs(k) > 32 {
+						t.Fatalf("%s: value %v is %v d, want an integer within 32", name, v, k)
+					}
+					sum += v
+					sq += v * v
+					n++
+				}
+			}
+		}
+		// 65536 or more values: the mean is near 0 and the sample standard
+		// deviation within 1% (3% allowed, as for Q4_K).
+		std, want := math.Sqrt(sq/float64(n)), 1/math.Sqrt(float64(tt.Cols))
+		if math.Abs(std/want-1) > 0.03 || math.Abs(sum/float64(n)) > 0.02*want {
+			t.Errorf("%s: mean %.5f, standard deviation %.5f, want 0 and %.5f", name, sum/float64(n), std, want)
+		}
+	}
+}

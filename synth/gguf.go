@@ -26,10 +26,10 @@ type GGUFOptions struct {
 	// vocabulary (see Tokenizer) is.
 	Vocab *tokenizer.GGUFVocab
 	// Matrices is the type of each layer's seven matrices: Q8_0, Q4_0,
-	// Q4_K, F16 or F32. The zero value (tensor.Invalid) means Q8_0.
+	// Q4_K, Q6_K, F16 or F32. The zero value (tensor.Invalid) means Q8_0.
 	Matrices tensor.DType
 	// Embedding is the type of the token embedding and of the untied
-	// classifier: F16, Q8_0, Q4_0, Q4_K or F32. The zero value means F16.
+	// classifier: F16, Q8_0, Q4_0, Q4_K, Q6_K or F32. The zero value means F16.
 	Embedding tensor.DType
 	// LogitStd, when positive, sets the final norm's weights (all equal) so
 	// that the logits of a random hidden state have about this standard
@@ -54,8 +54,8 @@ func (o GGUFOptions) types() (matrices, embedding tensor.DType, err error) {
 		embedding = tensor.F16
 	}
 	for _, d := range []tensor.DType{matrices, embedding} {
-		if d != tensor.Q8_0 && d != tensor.Q4_0 && d != tensor.Q4_K && d != tensor.F16 && d != tensor.F32 {
-			return 0, 0, fmt.Errorf("synthetic gguf: dtype %s is not one of q8_0, q4_0, q4_k, f16, f32", d)
+		if d != tensor.Q8_0 && d != tensor.Q4_0 && d != tensor.Q4_K && d != tensor.Q6_K && d != tensor.F16 && d != tensor.F32 {
+			return 0, 0, fmt.Errorf("synthetic gguf: dtype %s is not one of q8_0, q4_0, q4_k, q6_k, f16, f32", d)
 		}
 	}
 	return matrices, embedding, nil
@@ -397,6 +397,12 @@ func (g *generator) filler(t GGUFTensor) (func([]byte), error) {
 			return nil, fmt.Errorf("q4_k scale %g for standard deviation %g is not a finite nonzero f16", t.std/q4KValueStd, t.std)
 		}
 		return func(b []byte) { g.fillQ4K(b, d) }, nil
+	case tensor.Q6_K:
+		d := half.FromF32(float32(t.std / q6KValueStd))
+		if s := half.ToF32(d); s == 0 || math.IsInf(float64(s), 0) {
+			return nil, fmt.Errorf("q6_k scale %g for standard deviation %g is not a finite nonzero f16", t.std/q6KValueStd, t.std)
+		}
+		return func(b []byte) { g.fillQ6K(b, d) }, nil
 	}
 	return nil, fmt.Errorf("no generator for dtype %s", t.Type)
 }
@@ -464,5 +470,29 @@ func (g *generator) fillQ4K(b []byte, d uint16) {
 		for j := i + 16; j < i+block; j += 8 {
 			binary.LittleEndian.PutUint64(b[j:], g.rng.Uint64())
 		}
+	}
+}
+
+// Q6_K blocks are written with the sub-block scales alternating +1 and -1,
+// so a value is +-d*(q - 32) for a uniform 6-bit q: the integers -32..31
+// (or -31..32), mean 0 over a super-block, root mean square
+// sqrt((64^2 - 1)/12 + 1/4) = 18.4797.
+const q6KValueStd = 18.4797
+
+// fillQ6K writes Q6_K super-blocks of 256 values: 128 bytes of low 4-bit
+// quants and 64 of high 2-bit quants (random), the 16 int8 scales, f16 d.
+func (g *generator) fillQ6K(b []byte, d uint16) {
+	const block = 210
+	for i := 0; i+block <= len(b); i += block {
+		for j := i; j < i+192; j += 8 {
+			binary.LittleEndian.PutUint64(b[j:], g.rng.Uint64())
+		}
+		for k := range 16 {
+			b[i+192+k] = 1
+			if k%2 == 1 {
+				b[i+192+k] = 0xff // -1
+			}
+		}
+		binary.LittleEndian.PutUint16(b[i+208:], d)
 	}
 }

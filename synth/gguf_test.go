@@ -322,7 +322,7 @@ func TestRefusals(t *testing.T) {
 	}{
 		"hidden not whole q8_0 blocks": {notBlocks, GGUFOptions{}},
 		"bf16 matrices":                {tinyShape(), GGUFOptions{Matrices: tensor.BF16}},
-		"q6_k embedding":               {tinyShape(), GGUFOptions{Embedding: tensor.Q6_K}},
+		"q8g embedding":                {tinyShape(), GGUFOptions{Embedding: tensor.Q8G}},
 		"vocabulary too small":         {smallVocab, GGUFOptions{}},
 		"invalid config":               {model.Config{}, GGUFOptions{}},
 	} {
