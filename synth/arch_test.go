@@ -100,9 +100,21 @@ func q4KRef(blk []byte) []float64 {
 // Q4_K matrices hold odd multiples of d in [-15d, 15d], standard deviation
 // 1/sqrt(fan-in), and Seam's kernels decode them as the reference does.
 func TestQ4KValues(t *testing.T) {
+	checkSuperBlocks(t, tensor.Q4_K, 144, 0, q4KRef, func(k float64) bool {
+		return k == math.Round(k) && int(k)%2 != 0 && math.Abs(k) <= 15
+	})
+}
+
+// checkSuperBlocks writes a tiny GGUF with matrices of type typ (super-blocks
+// of 256 values in size bytes, the f16 d at dOff) and checks two of them
+// value by value: the kernels' DequantRow against ref, each value a multiple
+// k of d that ok accepts, the mean near 0 and the standard deviation
+// 1/sqrt(fan-in) (65536 or more values: within 1 %, 3 % allowed).
+func checkSuperBlocks(t *testing.T, typ tensor.DType, size, dOff int, ref func([]byte) []float64, ok func(k float64) bool) {
+	t.Helper()
 	cfg := model.Config{Dim: 256, HiddenDim: 512, NLayers: 1, NHeads: 4, NKVHeads: 2, VocabSize: 300,
 		SeqLen: 16, RopeTheta: 10000, RopeDim: 64, NormEps: 1e-5}
-	path := writeTiny(t, cfg, GGUFOptions{Matrices: tensor.Q4_K, Seed: 4})
+	path := writeTiny(t, cfg, GGUFOptions{Matrices: typ, Seed: 4})
 	f, err := gguf.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -113,30 +125,34 @@ func TestQ4KValues(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var sq float64
+		if tt.Type != typ {
+			t.Fatalf("%s is %s, want %s", name, tt.Type, typ)
+		}
+		var sum, sq float64
 		var n int
 		row := make([]float32, tt.Cols)
 		for r := 0; r < tt.Rows; r++ {
 			kernels.DequantRow(row, &tt, r)
 			blocks := tt.Row(r)
 			for b := 0; b < tt.Cols/256; b++ {
-				d := f16ToF64(binary.LittleEndian.Uint16(blocks[b*144:]))
-				for i, v := range q4KRef(blocks[b*144 : (b+1)*144]) {
+				blk := blocks[b*size : (b+1)*size]
+				d := f16ToF64(binary.LittleEndian.Uint16(blk[dOff:]))
+				for i, v := range ref(blk) {
 					if float64(row[b*256+i]) != v {
 						t.Fatalf("%s row %d value %d: kernels %v, reference %v", name, r, b*256+i, row[b*256+i], v)
 					}
-					if k := v / d; k != math.Round(k) || int(k)%2 == 0 || math.Abs(k) > 15 {
-						t.Fatalf("%s: value %v is %v d, want an odd multiple within 15", name, v, k)
+					if !ok(v / d) {
+						t.Fatalf("%s: value %v is %v d", name, v, v/d)
 					}
+					sum += v
 					sq += v * v
 					n++
 				}
 			}
 		}
-		// 32768 or more values: the sample standard deviation is within 1%.
 		std, want := math.Sqrt(sq/float64(n)), 1/math.Sqrt(float64(tt.Cols))
-		if math.Abs(std/want-1) > 0.03 {
-			t.Errorf("%s: standard deviation %.5f, want %.5f", name, std, want)
+		if math.Abs(std/want-1) > 0.03 || math.Abs(sum/float64(n)) > 0.02*want {
+			t.Errorf("%s: mean %.5f, standard deviation %.5f, want 0 and %.5f", name, sum/float64(n), std, want)
 		}
 	}
 }
@@ -168,48 +184,7 @@ func q6KRef(blk []byte) []float64 {
 // Q6_K matrices hold integer multiples of d within 32, standard deviation
 // 1/sqrt(fan-in), and Seam's kernels decode them as the reference does.
 func TestQ6KValues(t *testing.T) {
-	cfg := model.Config{Dim: 256, HiddenDim: 512, NLayers: 1, NHeads: 4, NKVHeads: 2, VocabSize: 300,
-		SeqLen: 16, RopeTheta: 10000, RopeDim: 64, NormEps: 1e-5}
-	path := writeTiny(t, cfg, GGUFOptions{Matrices: tensor.Q6_K, Seed: 6})
-	f, err := gguf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	for _, name := range []string{"blk.0.attn_q.weight", "blk.0.ffn_down.weight"} {
-		tt, err := f.Tensor(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if tt.Type != tensor.Q6_K {
-			t.Fatalf("%s is %s, want q6_k", name, tt.Type)
-		}
-		var sum, sq float64
-		var n int
-		row := make([]float32, tt.Cols)
-		for r := 0; r < tt.Rows; r++ {
-			kernels.DequantRow(row, &tt, r)
-			blocks := tt.Row(r)
-			for b := 0; b < tt.Cols/256; b++ {
-				d := f16ToF64(binary.LittleEndian.Uint16(blocks[b*210+208:]))
-				for i, v := range q6KRef(blocks[b*210 : (b+1)*210]) {
-					if float64(row[b*256+i]) != v {
-						t.Fatalf("%s row %d value %d: kernels %v, reference %v", name, r, b*256+i, row[b*256+i], v)
-					}
-					if k := v / d; k != math.Round(k) || math.Abs(k) > 32 {
-						t.Fatalf("%s: value %v is %v d, want an integer within 32", name, v, k)
-					}
-					sum += v
-					sq += v * v
-					n++
-				}
-			}
-		}
-		// 65536 or more values: the mean is near 0 and the sample standard
-		// deviation within 1% (3% allowed, as for Q4_K).
-		std, want := math.Sqrt(sq/float64(n)), 1/math.Sqrt(float64(tt.Cols))
-		if math.Abs(std/want-1) > 0.03 || math.Abs(sum/float64(n)) > 0.02*want {
-			t.Errorf("%s: mean %.5f, standard deviation %.5f, want 0 and %.5f", name, sum/float64(n), std, want)
-		}
-	}
+	checkSuperBlocks(t, tensor.Q6_K, 210, 208, q6KRef, func(k float64) bool {
+		return k == math.Round(k) && math.Abs(k) <= 32
+	})
 }
