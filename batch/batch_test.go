@@ -215,3 +215,40 @@ func TestForwardArgmaxMatchesForward(t *testing.T) {
 		}
 	}
 }
+
+// ForwardInto writes the bits Forward returns, step after step, into the
+// caller's buffer, and refuses a buffer of the wrong length.
+func TestForwardIntoMatchesForward(t *testing.T) {
+	m := demo(t)
+	b, err := batch.New(batch.Config{Model: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := context.Background()
+	into, _ := b.NewSession(nil)
+	plain, _ := b.NewSession(nil)
+	defer into.Close()
+	defer plain.Close()
+	buf := make([]float32, into.VocabSize())
+	tokens, pos := []int{1, 5, 9}, 0
+	for step := range 20 {
+		if err := into.ForwardInto(ctx, tokens, pos, buf); err != nil {
+			t.Fatal(err)
+		}
+		want, err := plain.Forward(ctx, tokens, pos, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for v := range buf {
+			if math.Float32bits(buf[v]) != math.Float32bits(want[0][v]) {
+				t.Fatalf("step %d, logit %d: ForwardInto %v, Forward %v", step, v, buf[v], want[0][v])
+			}
+		}
+		pos += len(tokens)
+		tokens = []int{sample.Argmax(buf)}
+	}
+	if err := into.ForwardInto(ctx, tokens, pos, buf[:10]); err == nil {
+		t.Error("a buffer of 10 logits was accepted")
+	}
+}

@@ -58,23 +58,35 @@ func (s *Session) Forward(ctx context.Context, tokens []int, pos int, all bool) 
 	return out, nil
 }
 
+// VocabSize implements generate.LogitsSession.
+func (s *Session) VocabSize() int { return s.b.cfg.Model.Config().VocabSize }
+
+// ForwardInto implements generate.LogitsSession: Forward's last logits,
+// written into logits (VocabSize values).
+func (s *Session) ForwardInto(ctx context.Context, tokens []int, pos int, logits []float32) error {
+	if len(tokens) == 0 {
+		return fmt.Errorf("no tokens to forward")
+	}
+	if v := s.VocabSize(); len(logits) != v {
+		return fmt.Errorf("a logits buffer of %d values for a vocabulary of %d", len(logits), v)
+	}
+	x, err := s.embed(tokens)
+	if err != nil {
+		return err
+	}
+	return s.b.Run(ctx, s.st, x, pos, len(tokens), logits)
+}
+
 // ForwardArgmax implements generate.ArgmaxSession.
 //
 // Unlike Forward it keeps one logits buffer for the session's life: a
 // fresh one per token (a vocabulary of floats, 125 KiB for 32000) cost a
 // 16-stream decode 4 % of its time in the copy into new pages alone.
 func (s *Session) ForwardArgmax(ctx context.Context, tokens []int, pos int) (int, error) {
-	if len(tokens) == 0 {
-		return 0, fmt.Errorf("no tokens to forward")
-	}
-	x, err := s.embed(tokens)
-	if err != nil {
-		return 0, err
-	}
-	if v := s.b.cfg.Model.Config().VocabSize; len(s.logits) != v {
+	if v := s.VocabSize(); len(s.logits) != v {
 		s.logits = make([]float32, v)
 	}
-	if err := s.b.Run(ctx, s.st, x, pos, len(tokens), s.logits); err != nil {
+	if err := s.ForwardInto(ctx, tokens, pos, s.logits); err != nil {
 		return 0, err
 	}
 	return sample.Argmax(s.logits), nil

@@ -117,6 +117,15 @@ func samplingStep(s Session, smp *sample.Sampler) func(context.Context, []int, i
 	if as, ok := s.(ArgmaxSession); ok && smp.Greedy() {
 		return as.ForwardArgmax
 	}
+	if ls, ok := s.(LogitsSession); ok {
+		logits := make([]float32, ls.VocabSize()) // one buffer for every step
+		return func(ctx context.Context, tokens []int, pos int) (int, error) {
+			if err := ls.ForwardInto(ctx, tokens, pos, logits); err != nil {
+				return 0, err
+			}
+			return smp.Sample(logits), nil
+		}
+	}
 	return func(ctx context.Context, tokens []int, pos int) (int, error) {
 		logits, err := s.Forward(ctx, tokens, pos, false)
 		if err != nil {

@@ -29,6 +29,16 @@ type ArgmaxSession interface {
 	ForwardArgmax(ctx context.Context, tokens []int, pos int) (int, error)
 }
 
+// LogitsSession is a Session that writes the logits after the last token
+// it is fed into the caller's buffer (VocabSize values), so that a caller
+// sampling token after token reuses one buffer instead of receiving a new
+// vocabulary of floats each time.
+type LogitsSession interface {
+	Session
+	VocabSize() int
+	ForwardInto(ctx context.Context, tokens []int, pos int, logits []float32) error
+}
+
 // Local is a Session over a model held in this process.
 type Local struct {
 	m      *model.Model
@@ -76,19 +86,31 @@ func (l *Local) layers(ctx context.Context, tokens []int, pos int) ([]float32, e
 	return x, nil
 }
 
+// VocabSize implements LogitsSession.
+func (l *Local) VocabSize() int { return l.m.Config().VocabSize }
+
+// ForwardInto implements LogitsSession: Forward's last logits, written
+// into logits.
+func (l *Local) ForwardInto(ctx context.Context, tokens []int, pos int, logits []float32) error {
+	cfg := l.m.Config()
+	if len(logits) != cfg.VocabSize {
+		return fmt.Errorf("a logits buffer of %d values for a vocabulary of %d", len(logits), cfg.VocabSize)
+	}
+	x, err := l.layers(ctx, tokens, pos)
+	if err != nil {
+		return err
+	}
+	return l.m.Head(x[(len(tokens)-1)*cfg.Dim:], logits)
+}
+
 // ForwardArgmax implements ArgmaxSession: Forward's last logits, argmax
 // taken, in a buffer kept for the session rather than a fresh one per
 // token.
 func (l *Local) ForwardArgmax(ctx context.Context, tokens []int, pos int) (int, error) {
-	x, err := l.layers(ctx, tokens, pos)
-	if err != nil {
-		return 0, err
+	if len(l.logits) != l.VocabSize() {
+		l.logits = make([]float32, l.VocabSize())
 	}
-	cfg := l.m.Config()
-	if len(l.logits) != cfg.VocabSize {
-		l.logits = make([]float32, cfg.VocabSize)
-	}
-	if err := l.m.Head(x[(len(tokens)-1)*cfg.Dim:], l.logits); err != nil {
+	if err := l.ForwardInto(ctx, tokens, pos, l.logits); err != nil {
 		return 0, err
 	}
 	return sample.Argmax(l.logits), nil

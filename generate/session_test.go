@@ -2,6 +2,7 @@ package generate
 
 import (
 	"context"
+	"math"
 	"testing"
 
 	"github.com/seamlm/seam/model"
@@ -44,6 +45,25 @@ func TestLocalForwardArgmaxMatchesForward(t *testing.T) {
 		if l, err = b.Forward(ctx, []int{want}, pos, false); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// ForwardInto gives Forward's bits.
+	c, _ := NewLocal(m)
+	buf := make([]float32, c.VocabSize())
+	if err := c.ForwardInto(ctx, prompt, 0, buf); err != nil {
+		t.Fatal(err)
+	}
+	ref, _ := NewLocal(m)
+	l, err = ref.Forward(ctx, prompt, 0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for v := range buf {
+		if math.Float32bits(buf[v]) != math.Float32bits(l[0][v]) {
+			t.Fatalf("logit %d: ForwardInto %v, Forward %v", v, buf[v], l[0][v])
+		}
+	}
+	if err := c.ForwardInto(ctx, []int{2}, len(prompt), buf[:3]); err == nil {
+		t.Error("a buffer of 3 logits was accepted")
 	}
 	if _, err := a.ForwardArgmax(ctx, nil, 0); err == nil {
 		t.Error("ForwardArgmax of no tokens gave no error")

@@ -189,6 +189,8 @@ type generation struct {
 	res  *Result
 	emit func(Chunk) error
 	text textStream
+	// logits is the buffer of a LogitsSession's steps.
+	logits []float32
 }
 
 func (g *generation) run(ctx context.Context) error {
@@ -266,6 +268,17 @@ func (g *generation) step(ctx context.Context, tokens []int, pos int) (int, []fl
 	if as, ok := g.sess.(generate.ArgmaxSession); ok && g.smp.Greedy() && !g.req.Logprobs {
 		id, err := as.ForwardArgmax(ctx, tokens, pos)
 		return id, nil, err
+	}
+	if ls, ok := g.sess.(generate.LogitsSession); ok {
+		// One buffer for the generation: the logits are used (sampled, their
+		// logprobs taken) before the next step overwrites them.
+		if len(g.logits) != ls.VocabSize() {
+			g.logits = make([]float32, ls.VocabSize())
+		}
+		if err := ls.ForwardInto(ctx, tokens, pos, g.logits); err != nil {
+			return 0, nil, err
+		}
+		return g.smp.Sample(g.logits), g.logits, nil
 	}
 	out, err := g.sess.Forward(ctx, tokens, pos, false)
 	if err != nil {
