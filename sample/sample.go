@@ -4,10 +4,11 @@
 package sample
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"sort"
+	"slices"
 )
 
 // Sampler chooses tokens. It is not safe for concurrent use.
@@ -89,23 +90,44 @@ func pick(p []float64, u float64) int {
 	return len(p) - 1 // rounding left u just above the total
 }
 
+// nucleus draws from the smallest set of most likely tokens whose mass
+// reaches topP, in decreasing probability (ties in id order).
+//
+// Only candidates are sorted: the tokens of probability at least a cutoff.
+// Every candidate is more likely than every other token, so the candidates,
+// sorted, begin the order of all tokens; when their
+// mass reaches topP the set, its mass and the draw are those of sorting all
+// (and when, by rounding, it does not, all are sorted). The cutoff starts at
+// the largest probability and drops 4x at a time until the tokens at or
+// above it hold topP, so that a peaked distribution sorts a handful of
+// tokens; it never needs to go below (1 - topP) / (n - 1), which holds the
+// set already: if its least likely member m is not its first, the tokens
+// from m on number at most n - 1, none above p[m], and hold more than
+// 1 - topP (or fewer would have reached topP), so p[m] is above that; if m
+// is the most likely token, p[m] >= 1/n, not below it when n*topP >= 1.
+// Sorting all 32000 tokens of a vocabulary took most of a sampled decode
+// step (9 ms).
 func (s *Sampler) nucleus(p []float64) int {
-	if cap(s.order) < len(p) {
-		s.order = make([]int, len(p))
+	floor := 0.0
+	if len(p) > 1 {
+		floor = (1 - s.topP) / float64(len(p)-1)
 	}
-	order := s.order[:len(p)]
-	for i := range order {
-		order[i] = i
-	}
-	sort.SliceStable(order, func(a, b int) bool { return p[order[a]] > p[order[b]] })
-	var mass float64
-	n := 0
-	for n < len(order) {
-		mass += p[order[n]]
-		n++
-		if mass >= s.topP {
+	cutoff := slices.Max(p)
+	for cutoff > floor {
+		var m float64
+		for _, v := range p {
+			if v >= cutoff {
+				m += v
+			}
+		}
+		if m >= s.topP {
 			break
 		}
+		cutoff /= 4
+	}
+	order, mass, n := s.nucleusOf(p, max(cutoff, floor))
+	if mass < s.topP && len(order) < len(p) {
+		order, mass, n = s.nucleusOf(p, 0)
 	}
 	u := s.rng.Float64() * mass
 	var cdf float64
@@ -116,4 +138,35 @@ func (s *Sampler) nucleus(p []float64) int {
 		}
 	}
 	return order[n-1]
+}
+
+// nucleusOf sorts the tokens of probability at least cutoff by decreasing
+// probability (ties in id order) and returns them, with the mass of the
+// first n, the fewest that reach topP (or all of them).
+func (s *Sampler) nucleusOf(p []float64, cutoff float64) (order []int, mass float64, n int) {
+	if cap(s.order) < len(p) {
+		s.order = make([]int, len(p))
+	}
+	order = s.order[:0]
+	for i, v := range p {
+		if v >= cutoff {
+			order = append(order, i)
+		}
+	}
+	// Ids break ties, so that the order is the one a stable sort gives, by
+	// an unstable sort that is several times faster.
+	slices.SortFunc(order, func(a, b int) int {
+		if c := cmp.Compare(p[b], p[a]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	for n < len(order) {
+		mass += p[order[n]]
+		n++
+		if mass >= s.topP {
+			break
+		}
+	}
+	return order, mass, n
 }
