@@ -190,6 +190,12 @@ func TestWireFramerRejectsPayloadSizeMismatch(t *testing.T) {
 }
 
 func TestWireNoAllocation(t *testing.T) {
+	if raceEnabled {
+		// A CI run saw "Encode allocates 1 times per call" under -race: the
+		// pool's dropped encoders, each several allocations. The plain run of
+		// the suite asserts it.
+		t.Skip("allocation counts are asserted without -race: its sync.Pool drops a quarter of what is put back")
+	}
 	w := fixedWire(handCodec(t))
 	dst := make([]byte, 4)
 	out := make([]float32, 8)
