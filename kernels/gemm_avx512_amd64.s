@@ -522,27 +522,24 @@ GLOBL q80TrIdx2b<>(SB), RODATA|NOPTR, $64
 	VMOVDQU      2(R11)(BX*2), Y7 \
 	VINSERTI64X4 $1, 2(R11)(R13*1), Z7, Z7
 
-// SCALES16: Z28 = the f16 scales (word 0 of the block) of the 16 rows at
-// R8-R11, widened. Word inserts: a VPGATHERDD of them cost more.
+// SCALES8(A, B, X): X = the f16 scales (word 0 of the block) of the 8
+// rows at A and B (4 each, stride BX, R13 = 3 x stride).
+#define SCALES8(A, B, X) \
+	VPXORD  X, X, X \
+	VPINSRW $0, (A), X, X \
+	VPINSRW $1, (A)(BX*1), X, X \
+	VPINSRW $2, (A)(BX*2), X, X \
+	VPINSRW $3, (A)(R13*1), X, X \
+	VPINSRW $4, (B), X, X \
+	VPINSRW $5, (B)(BX*1), X, X \
+	VPINSRW $6, (B)(BX*2), X, X \
+	VPINSRW $7, (B)(R13*1), X, X
+
+// SCALES16: Z28 = the f16 scales of the 16 rows at R8-R11, widened. Word
+// inserts: a VPGATHERDD of them cost more.
 #define SCALES16 \
-	VPXORD  X28, X28, X28 \
-	VPXORD  X29, X29, X29 \
-	VPINSRW $0, (R8), X28, X28 \
-	VPINSRW $1, (R8)(BX*1), X28, X28 \
-	VPINSRW $2, (R8)(BX*2), X28, X28 \
-	VPINSRW $3, (R8)(R13*1), X28, X28 \
-	VPINSRW $4, (R9), X28, X28 \
-	VPINSRW $5, (R9)(BX*1), X28, X28 \
-	VPINSRW $6, (R9)(BX*2), X28, X28 \
-	VPINSRW $7, (R9)(R13*1), X28, X28 \
-	VPINSRW $0, (R10), X29, X29 \
-	VPINSRW $1, (R10)(BX*1), X29, X29 \
-	VPINSRW $2, (R10)(BX*2), X29, X29 \
-	VPINSRW $3, (R10)(R13*1), X29, X29 \
-	VPINSRW $4, (R11), X29, X29 \
-	VPINSRW $5, (R11)(BX*1), X29, X29 \
-	VPINSRW $6, (R11)(BX*2), X29, X29 \
-	VPINSRW $7, (R11)(R13*1), X29, X29 \
+	SCALES8(R8, R9, X28) \
+	SCALES8(R10, R11, X29) \
 	VINSERTI32X4 $1, X29, Y28, Y28 \
 	VCVTPH2PS    Y28, Z28
 
