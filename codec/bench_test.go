@@ -92,8 +92,8 @@ func BenchmarkDecode(b *testing.B) {
 }
 
 // frameCodecs fits, on the same width-1024 data, a version-1 codec, a
-// version-2 one with fixed bits and an entropy-coded one, all at 256 bytes
-// a token.
+// version-2 one with fixed bits, an entropy-coded one and a trellis-coded
+// one, all at 256 bytes a token.
 func frameCodecs(b *testing.B) (map[string]*Codec, []float32) {
 	b.Helper()
 	const n, d = 3000, 1024
@@ -121,6 +121,7 @@ func frameCodecs(b *testing.B) (map[string]*Codec, []float32) {
 		"v1":       {Bytes: 256, version1: true},
 		"v2-fixed": {Bytes: 256},
 		"v2-ec":    {Bytes: 256, Entropy: true, Holdout: 0.1},
+		"v2-tcq":   {Bytes: 256, Entropy: true, Trellis: true, Holdout: 0.1},
 	} {
 		c, err := Fit(x, n, d, o)
 		if err != nil {
@@ -136,7 +137,7 @@ func frameCodecs(b *testing.B) (map[string]*Codec, []float32) {
 // frame. The metric is µs per token, encode and decode together.
 func BenchmarkFrame(b *testing.B) {
 	codecs, x := frameCodecs(b)
-	for _, name := range []string{"v1", "v2-fixed", "v2-ec"} {
+	for _, name := range []string{"v1", "v2-fixed", "v2-ec", "v2-tcq"} {
 		c := codecs[name]
 		for _, tokens := range []int{1, 128} {
 			b.Run(fmt.Sprintf("%s/tokens%d", name, tokens), func(b *testing.B) {

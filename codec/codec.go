@@ -75,9 +75,12 @@ type Codec struct {
 	comps   []float32 // k x d row-major, unit rows
 	clips   []float32 // k, each > 0
 	version int       // file format version, 1 or 2
-	scheme  int       // schemeFixed or schemeEntropy (version 2)
-	// ec and tables are an entropy-coded codec's quantizers and tables.
+	scheme  int       // schemeFixed, schemeEntropy or schemeTrellis (version 2)
+	// ec and tables are an entropy-coded codec's quantizers and tables; a
+	// trellis-coded one has its quantizers in tc and two tables per
+	// component (union 0, union 1).
 	ec     []ecQuant
+	tc     []tcQuant
 	tables []*entropy.Table
 	// compsT is comps transposed (d x k), and encW and decW the two as
 	// tensors for the kernels (version 2).
@@ -237,7 +240,7 @@ func (c *Codec) validateComponents() error {
 func (c *Codec) derive() {
 	c.pool.New = func() any { return c.NewEncoder() }
 	c.buildTensors()
-	if c.scheme == schemeEntropy {
+	if c.scheme != schemeFixed {
 		c.payloadBytes = c.maxStream(1)
 		return
 	}

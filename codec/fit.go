@@ -38,6 +38,10 @@ type FitOptions struct {
 	// chooses one quantizer step for every component (scaled by its
 	// sensitivity when fitted for the output) to meet it.
 	Entropy bool
+	// Trellis, with Entropy, trellis-codes the coefficients (docs/codec.md
+	// §11.7): the same steps and budget, the cells chosen by a search over
+	// a state machine, two entropy tables per component.
+	Trellis bool
 	// Gain sends a per-token gain (binary16, 16 bits of the budget) and
 	// quantizes coefficients divided by it. Off by default: see docs/codec.md
 	// for when it helps.
@@ -107,7 +111,7 @@ func Fit(samples []float32, n, d int, opts FitOptions) (*Codec, error) {
 		c.version = 1 // the gain is a version-1 feature
 	}
 	if opts.Entropy {
-		if err := c.fitEntropy(fitRows, nf, samples[nf*d:], nh, usableVariances(vals, order), weights, z, order, opts.Bytes); err != nil {
+		if err := c.fitEntropy(fitRows, nf, samples[nf*d:], nh, usableVariances(vals, order), weights, z, order, opts.Bytes, opts.Trellis); err != nil {
 			return nil, err
 		}
 	} else {
@@ -174,6 +178,9 @@ func checkFitArgs(samples []float32, n, d int, opts FitOptions) (int, error) {
 	}
 	if opts.Bytes > MaxWidth {
 		return 0, fmt.Errorf("codec: fit: budget %d bytes exceeds %d", opts.Bytes, MaxWidth)
+	}
+	if opts.Trellis && !opts.Entropy {
+		return 0, fmt.Errorf("codec: fit: Trellis needs Entropy: a trellis-coded codec entropy-codes its cells")
 	}
 	if !(opts.Holdout >= 0 && opts.Holdout < 1) {
 		return 0, fmt.Errorf("codec: fit: holdout fraction %v outside [0, 1)", opts.Holdout)

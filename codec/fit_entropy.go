@@ -3,6 +3,7 @@ package codec
 import (
 	"fmt"
 	"math"
+	"sync"
 
 	"github.com/seamlm/seam/codec/entropy"
 )
@@ -27,7 +28,11 @@ const entropySearchSteps = 40
 // rows per dimension the PCA basis and the tables are overfitted to the fit
 // rows, which then code cheaper than new data (on a width-1024 model fitted
 // on 2991 rows, 256 bytes on the fit rows were 290 on held-out ones).
-func (c *Codec) fitEntropy(rows []float32, n int, held []float32, nh int, variances, weights, z []float64, order []int, budget int) error {
+//
+// With trellis set the codec is trellis-coded (docs/codec.md §11.7): the
+// same steps, the cells found by the trellis search, two tables per
+// component.
+func (c *Codec) fitEntropy(rows []float32, n int, held []float32, nh int, variances, weights, z []float64, order []int, budget int, trellis bool) error {
 	d := c.d
 	// Candidates: the directions up to the last with variance (and, fitted
 	// for the output, sensitivity); one of zero weight inside sends nothing.
@@ -59,6 +64,9 @@ func (c *Codec) fitEntropy(rows []float32, n int, held []float32, nh int, varian
 		}
 	}
 	trial := func(scale float64) (*entropyFit, error) {
+		if trellis {
+			return buildTrellis(ys, n, rateYs, rateN, nv, w, scale)
+		}
 		return buildEntropy(ys, n, rateYs, rateN, nv, w, scale)
 	}
 	// Bracket: a scale of 16 standard deviations of the largest direction
@@ -88,10 +96,18 @@ func (c *Codec) fitEntropy(rows []float32, n int, held []float32, nh int, varian
 		return fmt.Errorf("codec: fit: a budget of %d bytes per token sends no component once entropy-coded", budget)
 	}
 	c.scheme = schemeEntropy
-	for _, p := range best.kept {
+	if trellis {
+		c.scheme = schemeTrellis
+	}
+	for i, p := range best.kept {
 		c.comps = append(c.comps, all.comps[p*d:(p+1)*d]...)
-		c.ec = append(c.ec, best.quants[p])
-		c.tables = append(c.tables, best.tables[p])
+		if trellis {
+			c.tc = append(c.tc, best.tquants[i])
+			c.tables = append(c.tables, best.tables[2*i], best.tables[2*i+1])
+		} else {
+			c.ec = append(c.ec, best.quants[p])
+			c.tables = append(c.tables, best.tables[p])
+		}
 		if weights != nil {
 			c.weights = append(c.weights, float32(weights[p]))
 		}
@@ -112,8 +128,12 @@ func maxFloat(v []float64) float64 {
 // entropyFit is one trial scale's quantizers and tables over the candidate
 // directions, the directions it keeps (some cell other than 0 occurs), and
 // its measured mean bytes per token.
+//
+// A trellis fit has instead tquants and two tables for each kept direction,
+// in the order of kept.
 type entropyFit struct {
 	quants    []ecQuant
+	tquants   []tcQuant
 	tables    []*entropy.Table
 	kept      []int
 	meanBytes float64
@@ -132,19 +152,8 @@ func buildEntropy(ys []float32, n int, rateYs []float32, rateN, nv int, w []floa
 			continue // no sensitivity: the direction sends nothing
 		}
 		col := ys[p*n : (p+1)*n]
-		var maxAbs float32
-		for _, y := range col {
-			maxAbs = max(maxAbs, float32(math.Abs(float64(y))))
-		}
-		// A step no finer than the alphabet allows: cells never clamp on
-		// the fit rows, so a finer scale never makes a stream cheaper (the
-		// rate falls monotonically with the scale, and the bisection holds).
-		step := float32(max(scale/math.Sqrt(w[p]), float64(maxAbs)/MaxIndex))
-		if !(step > 0) || math.IsInf(float64(step), 0) {
-			continue
-		}
-		qmax := int(min(math.Round(float64(maxAbs)/float64(step)), MaxIndex))
-		if qmax < 1 {
+		step, qmax, ok := entropyStep(col, w[p], scale)
+		if !ok {
 			continue // every coefficient rounds to 0: the direction sends nothing
 		}
 		q := newECQuant(step, qmax)
@@ -177,4 +186,132 @@ func buildEntropy(ys []float32, n int, rateYs []float32, rateN, nv int, w []floa
 	}
 	f.meanBytes = float64(total) / float64(rateRows)
 	return f, nil
+}
+
+// entropyStep is the step and range of a direction with fit-row
+// coefficients col, weight w, at a scale: step = scale/sqrt(w), but no finer
+// than the alphabet allows, so that cells never clamp on the fit rows and a
+// finer scale never makes a stream cheaper (the rate falls monotonically
+// with the scale, and the bisection holds). ok is false when every
+// coefficient rounds to 0 and the direction sends nothing.
+func entropyStep(col []float32, w, scale float64) (step float32, q int, ok bool) {
+	var maxAbs float32
+	for _, y := range col {
+		maxAbs = max(maxAbs, float32(math.Abs(float64(y))))
+	}
+	step = float32(max(scale/math.Sqrt(w), float64(maxAbs)/MaxIndex))
+	if !(step > 0) || math.IsInf(float64(step), 0) {
+		return 0, 0, false
+	}
+	q = int(min(math.Round(float64(maxAbs)/float64(step)), MaxIndex))
+	return step, q, q >= 1
+}
+
+// buildTrellis is buildEntropy for a trellis-coded codec: the same steps and
+// kept directions, the cells of each row found by the trellis search, their
+// counts per direction and union made into the two tables of each
+// direction, and the first entropyRateRows rate rows coded one token per
+// stream.
+func buildTrellis(ys []float32, n int, rateYs []float32, rateN, nv int, w []float64, scale float64) (*entropyFit, error) {
+	f := &entropyFit{}
+	for p := 0; p < nv; p++ {
+		if !(w[p] > 0) {
+			continue
+		}
+		step, q, ok := entropyStep(ys[p*n:(p+1)*n], w[p], scale)
+		if !ok {
+			continue
+		}
+		f.tquants = append(f.tquants, newTCQuant(step, q))
+		f.kept = append(f.kept, p)
+	}
+	k := len(f.kept)
+	if k == 0 {
+		return f, nil
+	}
+	tables, err := trellisTables(ys, n, f)
+	if err != nil {
+		return nil, err
+	}
+	f.tables = tables
+	rateRows := min(rateN, entropyRateRows)
+	sizes := make([]int, rateRows)
+	var failed error
+	var mu sync.Mutex
+	parallelRows(rateRows, rateRows*k*trellisStates, func(lo, hi int) {
+		var v viterbi
+		var enc entropy.Encoder
+		var buf []byte
+		y := make([]float32, k)
+		un, cl := make([]uint8, k), make([]int, k)
+		for r := lo; r < hi; r++ {
+			for i, p := range f.kept {
+				y[i] = rateYs[p*rateN+r]
+			}
+			codecTrellis.search(&v, f.tquants, y, un, cl)
+			enc.Reset()
+			encodeTrellis(&enc, f.tables, f.tquants, un, cl)
+			var err error
+			if buf, err = enc.Finish(buf[:0]); err != nil {
+				mu.Lock()
+				failed = err
+				mu.Unlock()
+				return
+			}
+			sizes[r] = len(buf)
+		}
+	})
+	if failed != nil {
+		return nil, fmt.Errorf("codec: fit: %w", failed)
+	}
+	total := 0
+	for _, s := range sizes {
+		total += s
+	}
+	f.meanBytes = float64(total) / float64(rateRows)
+	return f, nil
+}
+
+// trellisTables searches every fit row (in parallel) and makes each kept
+// direction's two tables from the counts of its cells, counted in row order.
+func trellisTables(ys []float32, n int, f *entropyFit) ([]*entropy.Table, error) {
+	k := len(f.kept)
+	unions := make([]uint8, n*k)
+	cells := make([]int16, n*k)
+	parallelRows(n, n*k*trellisStates, func(lo, hi int) {
+		var v viterbi
+		y := make([]float32, k)
+		cl := make([]int, k)
+		for r := lo; r < hi; r++ {
+			for i, p := range f.kept {
+				y[i] = ys[p*n+r]
+			}
+			codecTrellis.search(&v, f.tquants, y, unions[r*k:(r+1)*k], cl)
+			for i, c := range cl {
+				cells[r*k+i] = int16(c)
+			}
+		}
+	})
+	counts := make([][2][]uint64, k)
+	for i := range counts {
+		q := &f.tquants[i]
+		counts[i] = [2][]uint64{make([]uint64, q.cells(0)), make([]uint64, q.cells(1))}
+	}
+	for r := 0; r < n; r++ {
+		for i := range f.kept {
+			a := unions[r*k+i]
+			counts[i][a][f.tquants[i].symbol(a, int(cells[r*k+i]))]++
+		}
+	}
+	var tables []*entropy.Table
+	for i, p := range f.kept {
+		for a := range counts[i] {
+			t, err := entropy.TableFromCounts(counts[i][a], EntropyPrecision)
+			if err != nil {
+				return nil, fmt.Errorf("codec: fit: direction %d, union %d: %w", p, a, err)
+			}
+			tables = append(tables, t)
+		}
+	}
+	return tables, nil
 }

@@ -15,7 +15,8 @@ const (
 	fileVersion2   = 2
 	flagEntropy    = 1 << 1
 	flagWeights    = 1 << 2
-	knownFlags2    = flagEntropy | flagWeights
+	flagTrellis    = 1 << 3 // with flagEntropy: trellis-coded, two tables per component
+	knownFlags2    = flagEntropy | flagWeights | flagTrellis
 	provSize2      = provSize + 8 // plus the mean stream size
 	maxTableBytes2 = 16 + 2*entropy.MaxSymbols
 )
@@ -63,7 +64,11 @@ func maxSize2(d, k int, flags uint32) (int, error) {
 	if flags&flagEntropy == 0 {
 		return l.fixed, nil
 	}
-	t, err := tensor.MulSize(k, maxTableBytes2)
+	tables := k
+	if flags&flagTrellis != 0 {
+		tables = 2 * k
+	}
+	t, err := tensor.MulSize(tables, maxTableBytes2)
 	if err != nil {
 		return 0, err
 	}
@@ -75,8 +80,11 @@ func maxSize2(d, k int, flags uint32) (int, error) {
 
 func (c *Codec) flags2() uint32 {
 	var f uint32
-	if c.scheme == schemeEntropy {
+	switch c.scheme {
+	case schemeEntropy:
 		f |= flagEntropy
+	case schemeTrellis:
+		f |= flagEntropy | flagTrellis
 	}
 	if c.weights != nil {
 		f |= flagWeights
@@ -122,6 +130,9 @@ func unmarshal2(b []byte) (*Codec, error) {
 	if flags&^knownFlags2 != 0 {
 		return nil, fmt.Errorf("codec: version 2 flags %#x has unknown bits %#x (the gain, bit 0, is a version-1 feature)", flags, flags&^knownFlags2)
 	}
+	if flags&flagTrellis != 0 && flags&flagEntropy == 0 {
+		return nil, fmt.Errorf("codec: version 2 flags %#x: trellis-coded (bit 3) without entropy coding (bit 1)", flags)
+	}
 	d, k := int(binary.LittleEndian.Uint32(b[16:])), int(binary.LittleEndian.Uint32(b[20:]))
 	l, err := newLayout2(d, k, flags)
 	if err != nil {
@@ -139,7 +150,9 @@ func unmarshal2(b []byte) (*Codec, error) {
 		return nil, fmt.Errorf("codec: content digest mismatch: stored %x, content hashes to %x (file corrupt or edited)", b[len(body):len(body)+8], sum[:8])
 	}
 	c := &Codec{d: d, k: k, version: 2}
-	if flags&flagEntropy != 0 {
+	if flags&flagTrellis != 0 {
+		c.scheme = schemeTrellis
+	} else if flags&flagEntropy != 0 {
 		c.scheme = schemeEntropy
 	} else {
 		c.bits = append([]uint8(nil), b[headerSize:headerSize+k]...)
@@ -158,8 +171,12 @@ func unmarshal2(b []byte) (*Codec, error) {
 		c.weights, off = readF32s(b, off, k)
 	}
 	end := len(b) - provSize2 - digestSize
-	if c.scheme == schemeEntropy {
-		if off, err = c.readTables(b[:end], off, perComp); err != nil {
+	if c.scheme != schemeFixed {
+		read := c.readTables
+		if c.scheme == schemeTrellis {
+			read = c.readTrellisTables
+		}
+		if off, err = read(b[:end], off, perComp); err != nil {
 			return nil, err
 		}
 		for i, p := range b[off:end] {
@@ -184,7 +201,7 @@ func unmarshal2(b []byte) (*Codec, error) {
 		return nil, err
 	}
 	c.stats.MeanBytes = math.Float64frombits(binary.LittleEndian.Uint64(b[end+provSize:]))
-	if c.scheme == schemeEntropy {
+	if c.scheme != schemeFixed {
 		if !finite64(c.stats.MeanBytes) || !(c.stats.MeanBytes > 0) || c.stats.MeanBytes > float64(c.payloadBytes) {
 			return nil, fmt.Errorf("codec: mean stream size %v bytes is not in (0, %d]", c.stats.MeanBytes, c.payloadBytes)
 		}
@@ -213,8 +230,49 @@ func (c *Codec) readTables(b []byte, off int, steps []float32) (int, error) {
 		if !finite32(steps[i]) || !(steps[i] > 0) {
 			return 0, fmt.Errorf("codec: steps[%d]=%v is not finite and positive", i, steps[i])
 		}
-		c.ec = append(c.ec, newECQuant(steps[i], cells/2))
+		q := newECQuant(steps[i], cells/2)
+		if top := q.value(q.qmax); !finite32(top) {
+			return 0, fmt.Errorf("codec: steps[%d]=%v puts the outermost level of %d cells at %v", i, steps[i], cells, top)
+		}
+		c.ec = append(c.ec, q)
 		c.tables = append(c.tables, t)
+	}
+	return off, nil
+}
+
+// readTrellisTables parses a trellis-coded codec's 2k tables from b[off:]
+// with the steps: component i's union-0 table (2q+1 cells, q >= 1) and then
+// its union-1 table (exactly 2q+2 cells).
+func (c *Codec) readTrellisTables(b []byte, off int, steps []float32) (int, error) {
+	for i := 0; i < c.k; i++ {
+		var pair [2]*entropy.Table
+		for a := range pair {
+			t, n, err := entropy.ParseTable(b[off:])
+			if err != nil {
+				return 0, fmt.Errorf("codec: union-%d table of component %d: %w", a, i, err)
+			}
+			off += n
+			if t.Precision() != EntropyPrecision {
+				return 0, fmt.Errorf("codec: union-%d table of component %d has precision %d, want %d", a, i, t.Precision(), EntropyPrecision)
+			}
+			pair[a] = t
+		}
+		cells0, cells1 := pair[0].Symbols(), pair[1].Symbols()
+		if cells0%2 != 1 || cells0 < 3 {
+			return 0, fmt.Errorf("codec: union-0 table of component %d has %d cells, want an odd number of at least 3 (indices -q..q)", i, cells0)
+		}
+		if cells1 != cells0+1 {
+			return 0, fmt.Errorf("codec: union-1 table of component %d has %d cells, want %d (indices -q-1..q with q=%d)", i, cells1, cells0+1, cells0/2)
+		}
+		if !finite32(steps[i]) || !(steps[i] > 0) {
+			return 0, fmt.Errorf("codec: steps[%d]=%v is not finite and positive", i, steps[i])
+		}
+		q := newTCQuant(steps[i], cells0/2)
+		if top := q.value(1, q.q); !finite32(top) {
+			return 0, fmt.Errorf("codec: steps[%d]=%v puts the outermost level of %d cells at %v", i, steps[i], cells1, top)
+		}
+		c.tc = append(c.tc, q)
+		c.tables = append(c.tables, pair[0], pair[1])
 	}
 	return off, nil
 }
@@ -230,7 +288,7 @@ func (c *Codec) validate2() error {
 			return fmt.Errorf("codec: weights[%d]=%v is not finite and positive", i, w)
 		}
 	}
-	if c.scheme == schemeEntropy {
+	if c.scheme != schemeFixed {
 		c.bits, c.clips = nil, nil
 		return c.validateComponents()
 	}

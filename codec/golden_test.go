@@ -78,6 +78,9 @@ func TestFitGoldenDigests(t *testing.T) {
 		{"entropy 12 bytes", FitOptions{Bytes: 12, Holdout: 0.2, Entropy: true}, "1fea105269c7d5a4881d6bb68b9b88a5e743278cbd6f1e546c4fee6e4652e254"},
 		{"entropy 12 bytes, weighted", FitOptions{Bytes: 12, Holdout: 0.2, Entropy: true, Sensitivity: goldenWeights}, "2b39a602256f84cd1c82aa0281d848312856b18f2a220b405dbe460854e7d854"},
 		{"20 bytes, weighted", FitOptions{Bytes: 20, Holdout: 0.2, Sensitivity: goldenWeights}, "2112f23948b922b724f3ec6c5c0a6837d6ce31d15a223871c2f7d8267947a805"},
+		// Trellis-coded (format version 2, flag bit 3).
+		{"trellis 12 bytes", FitOptions{Bytes: 12, Holdout: 0.2, Entropy: true, Trellis: true}, "8ac23e777d6de7f5744821964d5fe7eecd887e9648ffa0013a05807fc0b80fa1"},
+		{"trellis 12 bytes, weighted", FitOptions{Bytes: 12, Holdout: 0.2, Entropy: true, Trellis: true, Sensitivity: goldenWeights}, "74a25f997355d4592195a229e6fc2da9a18be920f7f24cc01f9c5fbfa3774663"},
 	} {
 		c, err := Fit(x, n, d, g.opts)
 		if err != nil {

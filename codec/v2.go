@@ -20,10 +20,14 @@ import (
 //   - a codec may entropy-code its coefficients (schemeEntropy): a uniform
 //     midtread quantizer per component, its cell indices coded with a static
 //     arithmetic coder (package entropy) against per-component tables stored
-//     in the file, all the tokens of a frame in one stream.
+//     in the file, all the tokens of a frame in one stream;
+//   - or trellis-code them (schemeTrellis, trellis.go): the cells chosen by
+//     a search over a state machine, entropy-coded the same way with two
+//     tables per component.
 const (
 	schemeFixed   = 0 // bits per component, midrise quantizer, packed bits
 	schemeEntropy = 1 // step per component, midtread quantizer, entropy-coded
+	schemeTrellis = 2 // step per component, trellis-coded quantizer, entropy-coded
 )
 
 // EntropyPrecision is the precision of the entropy tables of a fitted codec:
@@ -113,7 +117,10 @@ func (q *ecQuant) value(j int) float32 { return float32(float32(j) * q.step) }
 
 // Variable says whether the codec's payload length depends on the values
 // (an entropy-coded codec); PayloadBytes is then the most one token can take.
-func (c *Codec) Variable() bool { return c.scheme == schemeEntropy }
+func (c *Codec) Variable() bool { return c.scheme != schemeFixed }
+
+// Trellis says whether the codec is trellis-coded (docs/codec.md §11.7).
+func (c *Codec) Trellis() bool { return c.scheme == schemeTrellis }
 
 // Version is the codec file's format version, 1 or 2.
 func (c *Codec) Version() int { return c.version }
@@ -121,12 +128,18 @@ func (c *Codec) Version() int { return c.version }
 // Steps returns a copy of an entropy-coded codec's quantizer steps (nil for
 // a codec with fixed bits).
 func (c *Codec) Steps() []float32 {
-	if c.scheme != schemeEntropy {
-		return nil
-	}
 	out := make([]float32, c.k)
-	for i := range out {
-		out[i] = c.ec[i].step
+	switch c.scheme {
+	case schemeEntropy:
+		for i := range out {
+			out[i] = c.ec[i].step
+		}
+	case schemeTrellis:
+		for i := range out {
+			out[i] = c.tc[i].step
+		}
+	default:
+		return nil
 	}
 	return out
 }
@@ -135,7 +148,7 @@ func (c *Codec) Steps() []float32 {
 // bits, and for an entropy-coded codec the mean size of one-token streams
 // over the held-out rows (the fit rows if none), as measured by the fit.
 func (c *Codec) MeanPayloadBytes() float64 {
-	if c.scheme == schemeEntropy {
+	if c.scheme != schemeFixed {
 		return c.stats.MeanBytes
 	}
 	return float64(c.payloadBytes)
@@ -143,14 +156,20 @@ func (c *Codec) MeanPayloadBytes() float64 {
 
 // scratch is what one batch encode or decode of version 2 needs.
 type scratch struct {
-	xc, y []float32
-	enc   entropy.Encoder
-	dec   entropy.Decoder
+	xc, y  []float32
+	enc    entropy.Encoder
+	dec    entropy.Decoder
+	vit    viterbi // trellis search
+	unions []uint8 // one token's unions and cells (trellis)
+	cells  []int
 }
 
 func (s *scratch) grow(c *Codec, n int) {
 	s.xc = grow32(s.xc, n*c.d)
 	s.y = grow32(s.y, n*max(c.k, 1))
+	if c.scheme == schemeTrellis && cap(s.cells) < c.k {
+		s.unions, s.cells = make([]uint8, c.k), make([]int, c.k)
+	}
 }
 
 func grow32(s []float32, n int) []float32 {
@@ -205,6 +224,12 @@ func (c *Codec) AppendTokens(dst []byte, xs []float32) ([]byte, error) {
 	s.enc.Reset()
 	for t := 0; t < n; t++ {
 		y := s.y[t*c.k : (t+1)*c.k]
+		if c.scheme == schemeTrellis {
+			unions, cells := s.unions[:c.k], s.cells[:c.k]
+			codecTrellis.search(&s.vit, c.tc, y, unions, cells)
+			encodeTrellis(&s.enc, c.tables, c.tc, unions, cells)
+			continue
+		}
 		for i, v := range y {
 			q := &c.ec[i]
 			s.enc.Encode(c.tables[i], q.index(v)+q.qmax)
@@ -250,6 +275,10 @@ func (c *Codec) DecodeTokens(dst []float32, src []byte) error {
 		}
 		s.dec.Reset(src)
 		for t := 0; t < n; t++ {
+			if c.scheme == schemeTrellis {
+				codecTrellis.decode(&s.dec, c.tables, c.tc, v[t*c.k:(t+1)*c.k])
+				continue
+			}
 			for i := 0; i < c.k; i++ {
 				q := &c.ec[i]
 				v[t*c.k+i] = q.value(s.dec.Decode(c.tables[i]) - q.qmax)
@@ -287,7 +316,7 @@ func (c *Codec) maxStream(n int) int {
 // MaxPayload is the most bytes the payload of n tokens can take: exactly
 // n x PayloadBytes for fixed bits. It fails when the size overflows.
 func (c *Codec) MaxPayload(n int) (int, error) {
-	if c.scheme != schemeEntropy {
+	if c.scheme == schemeFixed {
 		return tensor.MulSize(n, c.payloadBytes)
 	}
 	syms, err := tensor.MulSize(n, c.k)

@@ -15,7 +15,8 @@ import (
 )
 
 // v2Codecs fits one codec of each version-2 kind on goldenInput: fixed bits,
-// fixed bits for the output, entropy-coded, entropy-coded for the output.
+// entropy-coded and trellis-coded, each for the activations and for the
+// output.
 func v2Codecs(t testing.TB) map[string]*Codec {
 	t.Helper()
 	const n, d = 400, 48
@@ -26,6 +27,8 @@ func v2Codecs(t testing.TB) map[string]*Codec {
 		"fixed weighted":   {Bytes: 20, Holdout: 0.2, Sensitivity: goldenWeights},
 		"entropy":          {Bytes: 12, Holdout: 0.2, Entropy: true},
 		"entropy weighted": {Bytes: 12, Holdout: 0.2, Entropy: true, Sensitivity: goldenWeights},
+		"trellis":          {Bytes: 12, Holdout: 0.2, Entropy: true, Trellis: true},
+		"trellis weighted": {Bytes: 12, Holdout: 0.2, Entropy: true, Trellis: true, Sensitivity: goldenWeights},
 	} {
 		c, err := Fit(x, n, d, opts)
 		if err != nil {
@@ -213,8 +216,12 @@ func TestV2FileRoundTrip(t *testing.T) {
 // digest, and checks the error names the field.
 func TestV2FieldChecks(t *testing.T) {
 	cs := v2Codecs(t)
-	fixed, ec := cs["fixed weighted"], cs["entropy weighted"]
+	fixed, ec, tc := cs["fixed weighted"], cs["entropy weighted"], cs["trellis weighted"]
 	d, kf, ke := fixed.Width(), fixed.Kept(), ec.Kept()
+	kt := tc.Kept()
+	tcSteps := headerSize + 4*d + 4*kt*d
+	tcTables := tcSteps + 8*kt // steps, then weights
+	tcUnion1 := tcTables + 3 + 2*(2*tc.tc[0].q+1)
 	fixedMean := headerSize + kf + (4-kf%4)%4
 	ecMean := headerSize
 	ecSteps := ecMean + 4*d + 4*ke*d
@@ -236,7 +243,8 @@ func TestV2FieldChecks(t *testing.T) {
 		edit       func([]byte)
 	}{
 		{"gain flag", "version-1 feature", fixed, u32(12, 1|flagWeights)},
-		{"unknown flag", "unknown bits", ec, u32(12, flagEntropy|flagWeights|8)},
+		{"unknown flag", "unknown bits", ec, u32(12, flagEntropy|flagWeights|16)},
+		{"trellis without entropy coding", "without entropy coding", ec, u32(12, flagWeights|flagTrellis)},
 		{"weights flag cleared", "bytes", fixed, u32(12, 0)},
 		{"fixed weight NaN", "weights[2]", fixed, f32(fixedWeights+8, float32(math.NaN()))},
 		{"entropy weight 0", "weights[0]", ec, f32(ecWeights, 0)},
@@ -248,6 +256,13 @@ func TestV2FieldChecks(t *testing.T) {
 		{"mean stream 0", "mean stream size", ec, tail(0, 0)},
 		{"mean stream in a fixed codec", "mean stream size", fixed, tail(0, 3)},
 		{"payload size", "payload size", ec, u32(24, uint32(ec.PayloadBytes()+1))},
+		{"trellis flag cleared", "table of component", tc, u32(12, flagEntropy|flagWeights)},
+		{"trellis step NaN", "steps[1]", tc, f32(tcSteps+4, float32(math.NaN()))},
+		{"trellis step too large", "outermost level", tc, f32(tcSteps, 3e38)},
+		{"union-0 table damaged", "union-0 table of component 0", tc, func(b []byte) { b[tcTables] = 14 }},
+		{"union-1 table cells", "union-1 table of component 0", tc, func(b []byte) {
+			binary.LittleEndian.PutUint16(b[tcUnion1+1:], uint16(2*tc.tc[0].q+1))
+		}},
 	} {
 		b := tc.c.Marshal()
 		tc.edit(b)
@@ -307,7 +322,12 @@ func TestVersion1FilesStillRead(t *testing.T) {
 // TestEntropyStreamDamage: every single-bit flip, truncation and extension
 // of a stream is refused or decodes to other tokens; none panics.
 func TestEntropyStreamDamage(t *testing.T) {
-	c := v2Codecs(t)["entropy"]
+	for _, name := range []string{"entropy", "trellis"} {
+		t.Run(name, func(t *testing.T) { streamDamage(t, v2Codecs(t)[name]) })
+	}
+}
+
+func streamDamage(t *testing.T, c *Codec) {
 	d := c.Width()
 	x := goldenInput(400, d)[:3*d]
 	stream, err := c.AppendTokens(nil, x)
@@ -348,19 +368,22 @@ func TestEntropyStreamDamage(t *testing.T) {
 }
 
 // FuzzEntropyDecode: arbitrary streams for an entropy-coded codec never
-// panic, and an accepted one is what the encoder writes for the cells it
-// decoded to (checked through the reconstruction: re-encoding the
-// reconstruction of a codec whose components are the axes finds the same
-// cells).
+// panic, and an accepted one decodes to finite values.
+//
+// Bit 3 of tokens picks the trellis-coded codec instead.
 func FuzzEntropyDecode(f *testing.F) {
-	c := v2Codecs(f)["entropy"]
-	x := goldenInput(400, c.Width())
-	one, _ := c.AppendTokens(nil, x[:c.Width()])
-	two, _ := c.AppendTokens(nil, x[:2*c.Width()])
-	f.Add(one, uint8(1))
-	f.Add(two, uint8(2))
-	f.Add([]byte{}, uint8(1))
+	cs := v2Codecs(f)
+	codecs := [2]*Codec{cs["entropy"], cs["trellis"]}
+	for i, c := range codecs {
+		x := goldenInput(400, c.Width())
+		one, _ := c.AppendTokens(nil, x[:c.Width()])
+		two, _ := c.AppendTokens(nil, x[:2*c.Width()])
+		f.Add(one, uint8(8*i))
+		f.Add(two, uint8(8*i+1))
+		f.Add([]byte{}, uint8(8*i))
+	}
 	f.Fuzz(func(t *testing.T, b []byte, tokens uint8) {
+		c := codecs[tokens>>3&1]
 		n := int(tokens%8) + 1
 		out := make([]float32, n*c.Width())
 		if err := c.DecodeTokens(out, b); err != nil {

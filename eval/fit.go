@@ -38,6 +38,9 @@ type FitSpec struct {
 	// Entropy entropy-codes the coefficients (codec format version 2):
 	// Bytes is then the mean payload of a one-token frame on the fit rows.
 	Entropy bool
+	// Trellis, with Entropy, trellis-codes the coefficients
+	// (docs/codec.md §11.7).
+	Trellis bool
 }
 
 // DefaultOutputTokens is how many calibration tokens the sensitivity of an
@@ -104,7 +107,7 @@ func FitCapture(c *CaptureFile, spec FitSpec) (*codec.Codec, Split, error) {
 		return nil, sp, fmt.Errorf("fit: %w", err)
 	}
 	opts := codec.FitOptions{
-		Bytes: spec.Bytes, Rank: spec.Rank, Holdout: h, Gain: spec.Gain, Entropy: spec.Entropy,
+		Bytes: spec.Bytes, Rank: spec.Rank, Holdout: h, Gain: spec.Gain, Entropy: spec.Entropy, Trellis: spec.Trellis,
 		Provenance: codec.Provenance{Model: c.Model, Boundary: uint32(c.Boundary), CalibData: c.CalibDigest()},
 	}
 	if spec.Output != nil {

@@ -135,7 +135,9 @@ type Evaluation struct {
 	// Fits lists the fits made at each budget (FitKinds; empty: "mse"):
 	// "mse" is lowrank@B, fitted for the activations; "output" is out@B,
 	// fitted for the model's output (FitSpec.Output); "entropy" (ec@B) and
-	// "output+entropy" (out+ec@B) entropy-code them (FitSpec.Entropy).
+	// "output+entropy" (out+ec@B) entropy-code them (FitSpec.Entropy);
+	// "trellis" (tcq@B) and "output+trellis" (out+tcq@B) trellis-code them
+	// (FitSpec.Trellis).
 	Fits        []string
 	CalibTokens int
 	CalibSeed   uint64
@@ -289,7 +291,7 @@ func (e *Evaluation) lowrank(cfg *model.Config) (wire.Encoding, error) {
 }
 
 // FitKinds are the fits Evaluation.Fits may name.
-var FitKinds = []string{"mse", "output", "entropy", "output+entropy"}
+var FitKinds = []string{"mse", "output", "entropy", "output+entropy", "trellis", "output+trellis"}
 
 // fittedRuns fits the Budgets codecs (and Truncation baselines) on
 // calibration text sampled from the model, captured at the boundary.
@@ -339,6 +341,10 @@ func (e *Evaluation) fittedRuns() ([]run, error) {
 				spec.Entropy, prefix = true, "ec"
 			case "output+entropy":
 				spec.Output, spec.Weights, spec.Entropy, prefix = e.Forward, weights, true, "out+ec"
+			case "trellis":
+				spec.Entropy, spec.Trellis, prefix = true, true, "tcq"
+			case "output+trellis":
+				spec.Output, spec.Weights, spec.Entropy, spec.Trellis, prefix = e.Forward, weights, true, true, "out+tcq"
 			}
 			name := fmt.Sprintf("%s@%d", prefix, b)
 			specs = append(specs, struct {
@@ -417,6 +423,8 @@ func (r *Report) Plot(path, modelPath string) error {
 		{"ec@", "entropy-coded PCA codec (ec@B)"},
 		{"out@", "fitted for the output (out@B)"},
 		{"out+ec@", "entropy-coded, fitted for the output (out+ec@B)"},
+		{"tcq@", "trellis-coded PCA codec (tcq@B)"},
+		{"out+tcq@", "trellis-coded, fitted for the output (out+tcq@B)"},
 	}
 	var curves []Series
 	var points []Result

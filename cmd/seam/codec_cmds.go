@@ -124,7 +124,11 @@ func printCodec(cmd *cobra.Command, c *codec.Codec) {
 	}
 	if c.Variable() {
 		steps := c.Steps()
-		fmt.Fprintf(out, "format version %d, entropy-coded, fitted %s\n", c.Version(), fit)
+		scheme := "entropy-coded"
+		if c.Trellis() {
+			scheme = "trellis-coded (8 states), entropy-coded"
+		}
+		fmt.Fprintf(out, "format version %d, %s, fitted %s\n", c.Version(), scheme, fit)
 		fmt.Fprintf(out, "width %d, %d components kept, %.2f bytes per token on the held-out rows (at most %d)\n", c.Width(), c.Kept(), c.MeanPayloadBytes(), c.PayloadBytes())
 		if len(steps) > 0 {
 			fmt.Fprintf(out, "quantizer steps %.4g (first component) to %.4g (last)\n", steps[0], steps[len(steps)-1])
