@@ -50,13 +50,14 @@ type CodecInfo struct {
 	// codec the mean its fit measured, rounded up.
 	BytesPerToken int
 	KL            float64 // held-out KL recorded when it was fitted
-	// ProjectionBytes is what one projection of a token reads, the kept
-	// components (4 x kept x width bytes): encoding reads them once on the
-	// sending stage and decoding once on the receiving one. The planner
-	// prices that against each member's measured layer speed (a layer reads
-	// Shape.LayerBytes), so a codec whose compute costs more than its
-	// bytes save on a fast link is not chosen there. 0: not priced.
-	ProjectionBytes int64
+	// EncodeStep and DecodeStep are the codec's compute per token with one
+	// token per frame (a decode step), EncodePrefill and DecodePrefill per
+	// token of a prompt sent as one frame: what seam eval reports as
+	// encode_us, decode_us and their prefill counterparts, measured on the
+	// head's machine (eval.CodecCost). The sending member pays the encode,
+	// the receiving one the decode, so a codec whose compute costs more than
+	// its bytes save on a fast link is not chosen there. 0: not priced.
+	EncodeStep, DecodeStep, EncodePrefill, DecodePrefill time.Duration
 }
 
 // Stage is one member's part of a plan.
@@ -385,21 +386,16 @@ type option struct {
 	bytes func(tokens int) int
 	// step and prefill are the encoding's own compute, in seconds per
 	// token, on both sides of the hop: one decode step, and per token of a
-	// batched prompt (a learned codec's projections; 0 for the others).
+	// batched prompt (a learned codec's measured encode and decode; 0 for the
+	// others).
 	step, prefill float64
 }
 
-// codecCompute prices a codec's projections on the two members: each reads
-// ProjectionBytes per token, at the members' measured speed for a layer of
-// Shape.LayerBytes.
-func (r *Request) codecCompute(ci CodecInfo, from, to *Member) (step, prefill float64) {
-	if ci.ProjectionBytes <= 0 || r.Shape.LayerBytes <= 0 {
-		return 0, 0
-	}
-	f := float64(ci.ProjectionBytes) / float64(r.Shape.LayerBytes)
-	step = f * (from.Speed.DecodeLayer.Seconds() + to.Speed.DecodeLayer.Seconds())
-	prefill = f * (from.Speed.PrefillLayer.Seconds() + to.Speed.PrefillLayer.Seconds())
-	return step, prefill
+// codecCompute is a codec's compute on a hop, in seconds per token: the
+// encode on the sender plus the decode on the receiver, as measured on the
+// head (CodecInfo), for a decode step and per token of a prompt.
+func codecCompute(ci CodecInfo) (step, prefill float64) {
+	return (ci.EncodeStep + ci.DecodeStep).Seconds(), (ci.EncodePrefill + ci.DecodePrefill).Seconds()
 }
 
 // options lists the encodings usable at boundary b (into stage to), most
@@ -423,7 +419,7 @@ func (r *Request) options(b int, to *Member, from *Member) []option {
 				continue
 			}
 			per := ci.BytesPerToken
-			step, prefill := r.codecCompute(ci, from, to)
+			step, prefill := codecCompute(ci)
 			out = append(out, option{enc: id, codec: ci.Digest.ID, kl: ci.KL, bytes: func(t int) int { return t * per }, step: step, prefill: prefill})
 			continue
 		}
@@ -516,8 +512,8 @@ func (r *Request) predict(p *Plan) Prediction {
 	in, _ := r.Links.Get(HeadName, p.Stages[0].Member.String())
 	step += in.transfer(4 + messageOverhead)
 	prompt += in.transfer(4*P + messageOverhead)
-	for i, b := range p.Boundaries {
-		o := r.optionFor(b, &p.Stages[i+1].Member, &p.Stages[i].Member, dim)
+	for _, b := range p.Boundaries {
+		o := r.optionFor(b, dim)
 		step += b.Link.transfer(o.bytes(1)+messageOverhead) + o.step
 		prompt += b.Link.transfer(o.bytes(P)+messageOverhead) + float64(P)*o.prefill
 	}
@@ -534,11 +530,11 @@ func (r *Request) predict(p *Plan) Prediction {
 }
 
 // optionFor is the option a boundary's chosen encoding stands for.
-func (r *Request) optionFor(b Boundary, to, from *Member, dim int) option {
+func (r *Request) optionFor(b Boundary, dim int) option {
 	if b.Encoding == wire.EncodingLowRank {
 		ci := r.Codecs[b.Layer]
 		per := ci.BytesPerToken
-		step, prefill := r.codecCompute(ci, from, to)
+		step, prefill := codecCompute(ci)
 		return option{enc: b.Encoding, codec: b.Codec, kl: b.KL, bytes: func(t int) int { return t * per }, step: step, prefill: prefill}
 	}
 	e, err := wire.Default.Lookup(b.Encoding, 0)

@@ -477,11 +477,18 @@ func TestPlanPricesCodecCompute(t *testing.T) {
 	for b := 1; b < 12; b++ {
 		r.KL[b] = map[wire.EncodingID]float64{wire.EncodingF16: 0.0004, wire.EncodingQ8: 0.003}
 	}
-	plan := func(projection int64) *Plan {
+	// The codec's measured compute per token, each way (encode on one
+	// side, decode on the other), as a multiple of one layer's decode step
+	// and prefill token on the members.
+	plan := func(layers float64) *Plan {
 		t.Helper()
 		withCodecs(&r, 96, 0.002)
+		m := r.Members[0].Speed
 		for b, ci := range r.Codecs {
-			ci.ProjectionBytes = projection
+			ci.EncodeStep = time.Duration(layers * float64(m.DecodeLayer))
+			ci.DecodeStep = ci.EncodeStep
+			ci.EncodePrefill = time.Duration(layers * float64(m.PrefillLayer))
+			ci.DecodePrefill = ci.EncodePrefill
 			r.Codecs[b] = ci
 		}
 		p, err := MakePlan(r)
@@ -499,12 +506,12 @@ func TestPlanPricesCodecCompute(t *testing.T) {
 		t.Fatalf("no boundary crosses the slow link:\n%s", p)
 		return Boundary{}
 	}
-	free, cheap, dear := plan(0), plan(r.Shape.LayerBytes/50), plan(8*r.Shape.LayerBytes)
+	free, cheap, dear := plan(0), plan(1.0/50), plan(8)
 	if slow(free).Encoding != wire.EncodingLowRank || slow(cheap).Encoding != wire.EncodingLowRank {
 		t.Fatalf("a cheap codec lost the slow boundary:\n%s\n%s", free, cheap)
 	}
 	if e := slow(dear).Encoding; e == wire.EncodingLowRank {
-		t.Fatalf("a codec reading 8 layers' bytes per token each way still chosen:\n%s", dear)
+		t.Fatalf("a codec costing 8 layers' compute per token each way still chosen:\n%s", dear)
 	}
 	if !(cheap.Predicted.Step > free.Predicted.Step && cheap.Predicted.Prompt > free.Predicted.Prompt) {
 		t.Fatalf("the codec's compute is not in the prediction: %v with it, %v without", cheap.Predicted, free.Predicted)

@@ -278,8 +278,12 @@ func TestAssembleMixedEncodings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	infos, err := cluster.CodecInfos(codecs)
+	if err != nil {
+		t.Fatal(err)
+	}
 	record := filepath.Join(t.TempDir(), "plan.json")
-	po := PoolOptions{Request: cluster.Request{Shape: shape, Overhead: mib, MaxKL: budget, KL: kl, Codecs: cluster.CodecInfos(codecs)},
+	po := PoolOptions{Request: cluster.Request{Shape: shape, Overhead: mib, MaxKL: budget, KL: kl, Codecs: infos},
 		Measure: cluster.MeasureOptions{Pings: 2, MinTime: 5 * time.Millisecond, MaxBytes: 1 << 20}, Logger: quiet, Record: record}
 	addrs := mixedPool(t, m, codecs)
 	opts := Options{Identity: id, Config: m.Weights.Config, Codecs: codec.Digests(codecs), Timeout: 10 * time.Second, Logger: quiet}

@@ -86,7 +86,9 @@ container.`,
 			if err != nil {
 				return err
 			}
-			req.Codecs = cluster.CodecInfos(codecs)
+			if req.Codecs, err = cluster.CodecInfos(codecs); err != nil {
+				return err
+			}
 			req.HoldCodecs(codecs)
 			if measureKL > 0 {
 				if req.KL, err = measureModelKL(f.Model, tokenizerPath, measureKL); err != nil {

@@ -39,7 +39,9 @@ func (p *planPool) run(cmd *cobra.Command, req cluster.Request, measureKL int, t
 	if req.Shape, err = modelShape(p.model); err != nil {
 		return err
 	}
-	req.Codecs = cluster.CodecInfos(head.Codecs)
+	if req.Codecs, err = cluster.CodecInfos(head.Codecs); err != nil {
+		return err
+	}
 	if measureKL > 0 {
 		if req.KL, err = measureModelKL(p.model, tokPath, measureKL); err != nil {
 			return err

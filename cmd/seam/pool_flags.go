@@ -66,7 +66,9 @@ func (f *poolFlags) assemble(ctx context.Context, modelPath, tokPath string, opt
 	if err != nil {
 		return nil, err
 	}
-	req.Codecs = cluster.CodecInfos(codecs)
+	if req.Codecs, err = cluster.CodecInfos(codecs); err != nil {
+		return nil, err
+	}
 	if f.measureKL > 0 {
 		if req.KL, err = measureModelKL(modelPath, tokPath, f.measureKL); err != nil {
 			return nil, err
