@@ -360,21 +360,31 @@ func TestAssembleMixedEncodings(t *testing.T) {
 }
 
 // A chain whose boundary carries an entropy-coded codec (frames of varying
-// length, one stream per frame) gives, for a prefill and then decode steps,
-// the same logits bit for bit as the model run with that codec applied per
-// frame; the stage's byte counter holds the frames' real sizes.
+// length, one stream per frame), or a trellis-coded one, gives, for a
+// prefill and then decode steps, the same logits bit for bit as the model
+// run with that codec applied per frame; the stage's byte counter holds the
+// frames' real sizes.
 func TestChainWithEntropyCodec(t *testing.T) {
 	m := openStories(t)
-	id, _ := m.Identity()
 	mod, calib := calibration(t, m)
 	rows, n, err := eval.Capture(mod, calib, 2, 1<<20, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := codec.Fit(rows, n, m.Weights.Config.Dim, codec.FitOptions{Bytes: 24, Entropy: true})
-	if err != nil {
-		t.Fatal(err)
+	for _, trellis := range []bool{false, true} {
+		c, err := codec.Fit(rows, n, m.Weights.Config.Dim, codec.FitOptions{Bytes: 24, Entropy: true, Trellis: trellis})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Trellis() != trellis {
+			t.Fatalf("fit with Trellis %v: codec Trellis() %v", trellis, c.Trellis())
+		}
+		t.Run(fmt.Sprintf("trellis=%v", trellis), func(t *testing.T) { chainWithVariableCodec(t, m, mod, c) })
 	}
+}
+
+func chainWithVariableCodec(t *testing.T, m *loader.Model, mod *model.Model, c *codec.Codec) {
+	id, _ := m.Identity()
 	codecs := map[int]*codec.Codec{2: c}
 	ranges := [][2]int{{0, 2}, {2, 5}}
 	local, err := stage.StartLocal(m.Weights, ranges, stage.Config{Identity: id, Timeout: 5 * time.Second, Logger: quiet}, codecs)
@@ -447,7 +457,7 @@ func TestChainWithEntropyCodec(t *testing.T) {
 		}
 		want = append(want, l)
 	}
-	testmodels.SameBits(t, "entropy-coded chain against the simulation", got, want)
+	testmodels.SameBits(t, "chain with a variable-length codec against the simulation", got, want)
 	st, _, err := chain.Ping(context.Background(), 0, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
