@@ -232,8 +232,8 @@ func decayingInput(n, d int) []float32 {
 // trellis-coded codec reconstructs with less squared error than the
 // entropy-coded scalar one, by about what trellis coding promises (1 dB,
 // 1.26x, for Gaussian sources at these rates), and keeps to its budget.
-// Measured 1.243x at 12 bytes and 1.219x at 16; a search that lost its
-// trellis gain (rounding each component alone) would read about 1.
+// Measured 1.243x at 12 bytes and 1.219x at 16; a machine whose states all
+// take union 0 (no interleaved grid) reads 0.428x at 12 bytes.
 func TestTrellisBeatsScalar(t *testing.T) {
 	const n, d = 6000, 32
 	x := decayingInput(n, d)
