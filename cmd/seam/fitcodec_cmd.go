@@ -49,8 +49,8 @@ fitting for the activations alone; on stories260K it gains little.
 --trellis trellis-codes the components (and entropy-codes them, so it implies
 --entropy): the same steps, but each token's cells are chosen by a search over
 an 8-state machine between two interleaved grids, for about 1.25x less squared
-error and KL at the same bytes (docs/codec.md §11.7); encoding costs about 3x
-the compute of --entropy, decoding about the same.
+error and KL at the same bytes (docs/codec.md §11.7); encoding costs 2x (width
+1024) to 3x (width 64) the compute of --entropy, decoding about the same.
 
 The last sequences of the capture (--holdout, a fraction of its rows rounded
 up to whole sequences) are kept out of the fit. The codec file records the
