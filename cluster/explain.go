@@ -42,8 +42,12 @@ func ms(sec float64) float64 { return sec * 1e3 }
 func (r *Request) explainBoundary(p *Plan, i int) string {
 	b := p.Boundaries[i]
 	head := fmt.Sprintf("boundary %d → %s: %s → %s over %s", i+1, b.Encoding, b.From, b.To, b.Link)
-	if b.Encoding == wire.EncodingLowRank || b.Encoding != wire.EncodingF32 {
+	if b.Encoding != wire.EncodingF32 {
 		head = fmt.Sprintf("boundary %d → %s (KL %.4g ≤ %g): %s → %s over %s", i+1, b.Encoding, b.KL, r.MaxKL, b.From, b.To, b.Link)
+	}
+	if ci, ok := r.Codecs[b.Layer]; ok && b.Encoding == wire.EncodingLowRank {
+		step, prefill := codecCompute(ci)
+		head += fmt.Sprintf(" (the codec's encode plus decode: %.1f µs a decode step, %.1f µs a prompt token, timed on the head)", step*1e6, prefill*1e6)
 	}
 	opts := r.options(b.Layer, &p.Stages[i+1].Member, &p.Stages[i].Member)
 	if len(opts) == 1 {

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -515,6 +516,12 @@ func TestPlanPricesCodecCompute(t *testing.T) {
 	}
 	if !(cheap.Predicted.Step > free.Predicted.Step && cheap.Predicted.Prompt > free.Predicted.Prompt) {
 		t.Fatalf("the codec's compute is not in the prediction: %v with it, %v without", cheap.Predicted, free.Predicted)
+	}
+	// The reasons say what the codec costs: encode plus decode, each 1/50
+	// of a layer's decode step.
+	step := 2 * r.Members[0].Speed.DecodeLayer.Seconds() / 50 * 1e6
+	if want := fmt.Sprintf("the codec's encode plus decode: %.1f µs a decode step", step); !strings.Contains(strings.Join(cheap.Reasons, "\n"), want) {
+		t.Fatalf("reasons do not say %q:\n%s", want, strings.Join(cheap.Reasons, "\n"))
 	}
 	t.Logf("slow boundary: %v free, %v at 1/50 of a layer, %v at 8 layers", slow(free).Encoding, slow(cheap).Encoding, slow(dear).Encoding)
 }
