@@ -57,7 +57,12 @@ type FitOptions struct {
 	// bits before use, so that a last-bit difference in how the caller
 	// measured them cannot change the allocation, and recorded in the file.
 	Sensitivity func(b Basis) ([]float64, error)
-
+	// TokenSensitivity, with Trellis, gives the codec token classes
+	// (docs/codec.md §11.8): one value per sample row, the measured
+	// sensitivity of the model's output to that row's error (KL per unit
+	// of squared error, eval.TokenSensitivity), or 0 where it was not
+	// measured. Values are rounded to 8 significant bits before use.
+	TokenSensitivity []float64
 	// version1 writes a version-1 codec (tests of the old format).
 	version1 bool
 }
@@ -110,8 +115,15 @@ func Fit(samples []float32, n, d int, opts FitOptions) (*Codec, error) {
 	if opts.Gain || opts.version1 {
 		c.version = 1 // the gain is a version-1 feature
 	}
+	var sens []float64
+	if opts.TokenSensitivity != nil {
+		sens = make([]float64, nf)
+		for r, v := range opts.TokenSensitivity[:nf] {
+			sens[r] = roundSignificant(v, 8)
+		}
+	}
 	if opts.Entropy {
-		if err := c.fitEntropy(fitRows, nf, samples[nf*d:], nh, usableVariances(vals, order), weights, z, order, opts.Bytes, opts.Trellis); err != nil {
+		if err := c.fitEntropy(fitRows, nf, samples[nf*d:], nh, usableVariances(vals, order), weights, z, order, opts.Bytes, opts.Trellis, sens); err != nil {
 			return nil, err
 		}
 	} else {
@@ -181,6 +193,19 @@ func checkFitArgs(samples []float32, n, d int, opts FitOptions) (int, error) {
 	}
 	if opts.Trellis && !opts.Entropy {
 		return 0, fmt.Errorf("codec: fit: Trellis needs Entropy: a trellis-coded codec entropy-codes its cells")
+	}
+	if opts.TokenSensitivity != nil {
+		if !opts.Trellis {
+			return 0, fmt.Errorf("codec: fit: TokenSensitivity (token classes) needs Trellis")
+		}
+		if len(opts.TokenSensitivity) != n {
+			return 0, fmt.Errorf("codec: fit: %d token sensitivities for %d sample rows", len(opts.TokenSensitivity), n)
+		}
+		for r, v := range opts.TokenSensitivity {
+			if !finite64(v) || v < 0 {
+				return 0, fmt.Errorf("codec: fit: the sensitivity of row %d is %v, want finite and >= 0 (0: not measured)", r, v)
+			}
+		}
 	}
 	if !(opts.Holdout >= 0 && opts.Holdout < 1) {
 		return 0, fmt.Errorf("codec: fit: holdout fraction %v outside [0, 1)", opts.Holdout)

@@ -32,7 +32,10 @@ const entropySearchSteps = 40
 // With trellis set the codec is trellis-coded (docs/codec.md §11.7): the
 // same steps, the cells found by the trellis search, two tables per
 // component.
-func (c *Codec) fitEntropy(rows []float32, n int, held []float32, nh int, variances, weights, z []float64, order []int, budget int, trellis bool) error {
+//
+// With sens (trellis only: the measured sensitivity of each of the n fit
+// rows, 0 where not measured) the codec has token classes (§11.8).
+func (c *Codec) fitEntropy(rows []float32, n int, held []float32, nh int, variances, weights, z []float64, order []int, budget int, trellis bool, sens []float64) error {
 	d := c.d
 	// Candidates: the directions up to the last with variance (and, fitted
 	// for the output, sensitivity); one of zero weight inside sends nothing.
@@ -65,7 +68,7 @@ func (c *Codec) fitEntropy(rows []float32, n int, held []float32, nh int, varian
 	}
 	trial := func(scale float64) (*entropyFit, error) {
 		if trellis {
-			return buildTrellis(ys, n, rateYs, rateN, nv, w, scale)
+			return buildTrellis(ys, n, rateYs, rateN, nv, w, scale, sens)
 		}
 		return buildEntropy(ys, n, rateYs, rateN, nv, w, scale)
 	}
@@ -99,12 +102,13 @@ func (c *Codec) fitEntropy(rows []float32, n int, held []float32, nh int, varian
 	if trellis {
 		c.scheme = schemeTrellis
 	}
-	for i, p := range best.kept {
+	if trellis {
+		// Quantizers and tables are in kept order already, class by class.
+		c.tc, c.tables, c.cls, c.steps = best.tquants, best.tables, best.cls, best.steps
+	}
+	for _, p := range best.kept {
 		c.comps = append(c.comps, all.comps[p*d:(p+1)*d]...)
-		if trellis {
-			c.tc = append(c.tc, best.tquants[i])
-			c.tables = append(c.tables, best.tables[2*i], best.tables[2*i+1])
-		} else {
+		if !trellis {
 			c.ec = append(c.ec, best.quants[p])
 			c.tables = append(c.tables, best.tables[p])
 		}
@@ -133,7 +137,9 @@ func maxFloat(v []float64) float64 {
 // in the order of kept.
 type entropyFit struct {
 	quants    []ecQuant
-	tquants   []tcQuant
+	tquants   []tcQuant     // trellis: every class's k quantizers, class by class
+	cls       *tokenClasses // trellis with token classes
+	steps     []float32     // with token classes: the base steps of the kept directions
 	tables    []*entropy.Table
 	kept      []int
 	meanBytes float64
@@ -212,7 +218,13 @@ func entropyStep(col []float32, w, scale float64) (step float32, q int, ok bool)
 // counts per direction and union made into the two tables of each
 // direction, and the first entropyRateRows rate rows coded one token per
 // stream.
-func buildTrellis(ys []float32, n int, rateYs []float32, rateN, nv int, w []float64, scale float64) (*entropyFit, error) {
+//
+// With sens (each fit row's measured sensitivity, 0 where not measured) the
+// codec has token classes (docs/codec.md §11.8): the classes are fitted on
+// the kept directions' coefficients, each class's quantizers take the base
+// steps times its multiplier, its tables count its own rows, and the class
+// table counts the rows of each class.
+func buildTrellis(ys []float32, n int, rateYs []float32, rateN, nv int, w []float64, scale float64, sens []float64) (*entropyFit, error) {
 	f := &entropyFit{}
 	for p := 0; p < nv; p++ {
 		if !(w[p] > 0) {
@@ -229,11 +241,27 @@ func buildTrellis(ys []float32, n int, rateYs []float32, rateN, nv int, w []floa
 	if k == 0 {
 		return f, nil
 	}
-	tables, err := trellisTables(ys, n, f)
+	var rowClass []uint8
+	if sens != nil {
+		var err error
+		if f.cls, rowClass, err = fitTokenClasses(ys, n, f.kept, sens); err != nil {
+			return nil, err
+		}
+		for _, q := range f.tquants {
+			f.steps = append(f.steps, q.step)
+		}
+		f.tquants = classQuantizers(f.tquants, f.cls.mults)
+	}
+	tables, classCounts, err := trellisTables(ys, n, f, rowClass)
 	if err != nil {
 		return nil, err
 	}
 	f.tables = tables
+	if f.cls != nil {
+		if f.cls.table, err = entropy.TableFromCounts(classCounts, EntropyPrecision); err != nil {
+			return nil, fmt.Errorf("codec: fit: class table: %w", err)
+		}
+	}
 	rateRows := min(rateN, entropyRateRows)
 	sizes := make([]int, rateRows)
 	var failed error
@@ -243,14 +271,20 @@ func buildTrellis(ys []float32, n int, rateYs []float32, rateN, nv int, w []floa
 		var enc entropy.Encoder
 		var buf []byte
 		y := make([]float32, k)
-		un, cl := make([]uint8, k), make([]int, k)
+		un, cells := make([]uint8, k), make([]int, k)
 		for r := lo; r < hi; r++ {
 			for i, p := range f.kept {
 				y[i] = rateYs[p*rateN+r]
 			}
-			codecTrellis.search(&v, f.tquants, y, un, cl)
 			enc.Reset()
-			encodeTrellis(&enc, f.tables, f.tquants, un, cl)
+			cl := 0
+			if f.cls != nil {
+				cl = f.cls.classOf(y)
+				enc.Encode(f.cls.table, cl)
+			}
+			qs, tables := f.tquants[cl*k:(cl+1)*k], f.tables[2*cl*k:2*(cl+1)*k]
+			codecTrellis.search(&v, qs, y, un, cells)
+			encodeTrellis(&enc, tables, qs, un, cells)
 			var err error
 			if buf, err = enc.Finish(buf[:0]); err != nil {
 				mu.Lock()
@@ -272,10 +306,35 @@ func buildTrellis(ys []float32, n int, rateYs []float32, rateN, nv int, w []floa
 	return f, nil
 }
 
-// trellisTables searches every fit row (in parallel) and makes each kept
-// direction's two tables from the counts of its cells, counted in row order.
-func trellisTables(ys []float32, n int, f *entropyFit) ([]*entropy.Table, error) {
+// classQuantizers returns every class's quantizers, class by class: the
+// base quantizers' steps times the class's multiplier (classStep), each
+// with the range that covers the base quantizer's (at least 1, at most
+// MaxIndex cells a side).
+func classQuantizers(base []tcQuant, mults []float32) []tcQuant {
+	out := make([]tcQuant, 0, len(mults)*len(base))
+	for _, m := range mults {
+		for _, b := range base {
+			step := classStep(b.step, m)
+			q := math.Round(float64(b.q) * float64(b.step) / float64(step))
+			out = append(out, newTCQuant(step, int(max(1, min(q, MaxIndex)))))
+		}
+	}
+	return out
+}
+
+// trellisTables searches every fit row (in parallel), each with its class's
+// quantizers (rowClass nil: one class), and makes each class's and kept
+// direction's two tables from the counts of its cells, counted in row
+// order; it also returns the rows of each class.
+func trellisTables(ys []float32, n int, f *entropyFit, rowClass []uint8) ([]*entropy.Table, []uint64, error) {
 	k := len(f.kept)
+	classes := len(f.tquants) / k
+	class := func(r int) int {
+		if rowClass == nil {
+			return 0
+		}
+		return int(rowClass[r])
+	}
 	unions := make([]uint8, n*k)
 	cells := make([]int16, n*k)
 	parallelRows(n, n*k*trellisStates, func(lo, hi int) {
@@ -286,32 +345,36 @@ func trellisTables(ys []float32, n int, f *entropyFit) ([]*entropy.Table, error)
 			for i, p := range f.kept {
 				y[i] = ys[p*n+r]
 			}
-			codecTrellis.search(&v, f.tquants, y, unions[r*k:(r+1)*k], cl)
+			c := class(r)
+			codecTrellis.search(&v, f.tquants[c*k:(c+1)*k], y, unions[r*k:(r+1)*k], cl)
 			for i, c := range cl {
 				cells[r*k+i] = int16(c)
 			}
 		}
 	})
-	counts := make([][2][]uint64, k)
+	counts := make([][2][]uint64, classes*k)
 	for i := range counts {
 		q := &f.tquants[i]
 		counts[i] = [2][]uint64{make([]uint64, q.cells(0)), make([]uint64, q.cells(1))}
 	}
+	classCounts := make([]uint64, classes)
 	for r := 0; r < n; r++ {
+		c := class(r)
+		classCounts[c]++
 		for i := range f.kept {
-			a := unions[r*k+i]
-			counts[i][a][f.tquants[i].symbol(a, int(cells[r*k+i]))]++
+			a, j := unions[r*k+i], c*k+i
+			counts[j][a][f.tquants[j].symbol(a, int(cells[r*k+i]))]++
 		}
 	}
 	var tables []*entropy.Table
-	for i, p := range f.kept {
-		for a := range counts[i] {
-			t, err := entropy.TableFromCounts(counts[i][a], EntropyPrecision)
+	for j := range counts {
+		for a := range counts[j] {
+			t, err := entropy.TableFromCounts(counts[j][a], EntropyPrecision)
 			if err != nil {
-				return nil, fmt.Errorf("codec: fit: direction %d, union %d: %w", p, a, err)
+				return nil, nil, fmt.Errorf("codec: fit: class %d, direction %d, union %d: %w", j/k, f.kept[j%k], a, err)
 			}
 			tables = append(tables, t)
 		}
 	}
-	return tables, nil
+	return tables, classCounts, nil
 }

@@ -16,7 +16,8 @@ const (
 	flagEntropy    = 1 << 1
 	flagWeights    = 1 << 2
 	flagTrellis    = 1 << 3 // with flagEntropy: trellis-coded, two tables per component
-	knownFlags2    = flagEntropy | flagWeights | flagTrellis
+	flagClasses    = 1 << 4 // with flagTrellis: token classes, a class block and tables per class
+	knownFlags2    = flagEntropy | flagWeights | flagTrellis | flagClasses
 	provSize2      = provSize + 8 // plus the mean stream size
 	maxTableBytes2 = 16 + 2*entropy.MaxSymbols
 )
@@ -64,18 +65,22 @@ func maxSize2(d, k int, flags uint32) (int, error) {
 	if flags&flagEntropy == 0 {
 		return l.fixed, nil
 	}
-	tables := k
+	tables, extra := k, 0
 	if flags&flagTrellis != 0 {
 		tables = 2 * k
+	}
+	if flags&flagClasses != 0 {
+		tables *= maxClasses
+		extra = maxClassesSize(k) + maxTableBytes2 // the class block and the class table
 	}
 	t, err := tensor.MulSize(tables, maxTableBytes2)
 	if err != nil {
 		return 0, err
 	}
-	if l.fixed+t < t {
+	if l.fixed+t+extra < t {
 		return 0, fmt.Errorf("file size overflows")
 	}
-	return l.fixed + t, nil
+	return l.fixed + t + extra, nil
 }
 
 func (c *Codec) flags2() uint32 {
@@ -88,6 +93,9 @@ func (c *Codec) flags2() uint32 {
 	}
 	if c.weights != nil {
 		f |= flagWeights
+	}
+	if c.cls != nil {
+		f |= flagClasses
 	}
 	return f
 }
@@ -115,6 +123,10 @@ func (c *Codec) body2() []byte {
 		b = appendF32s(b, c.Steps())
 	}
 	b = appendF32s(b, c.weights)
+	if c.cls != nil {
+		b = c.cls.appendBinary(b)
+		b = c.cls.table.AppendBinary(b)
+	}
 	for _, t := range c.tables {
 		b = t.AppendBinary(b)
 	}
@@ -132,6 +144,9 @@ func unmarshal2(b []byte) (*Codec, error) {
 	}
 	if flags&flagTrellis != 0 && flags&flagEntropy == 0 {
 		return nil, fmt.Errorf("codec: version 2 flags %#x: trellis-coded (bit 3) without entropy coding (bit 1)", flags)
+	}
+	if flags&flagClasses != 0 && flags&flagTrellis == 0 {
+		return nil, fmt.Errorf("codec: version 2 flags %#x: token classes (bit 4) without trellis coding (bit 3)", flags)
 	}
 	d, k := int(binary.LittleEndian.Uint32(b[16:])), int(binary.LittleEndian.Uint32(b[20:]))
 	l, err := newLayout2(d, k, flags)
@@ -171,6 +186,11 @@ func unmarshal2(b []byte) (*Codec, error) {
 		c.weights, off = readF32s(b, off, k)
 	}
 	end := len(b) - provSize2 - digestSize
+	if flags&flagClasses != 0 {
+		if c.cls, off, err = readClasses(b[:end], off, k); err != nil {
+			return nil, err
+		}
+	}
 	if c.scheme != schemeFixed {
 		read := c.readTables
 		if c.scheme == schemeTrellis {
@@ -244,32 +264,66 @@ func (c *Codec) readTables(b []byte, off int, steps []float32) (int, error) {
 // with the steps: component i's union-0 table (2q+1 cells, q >= 1) and then
 // its union-1 table (exactly 2q+2 cells).
 func (c *Codec) readTrellisTables(b []byte, off int, steps []float32) (int, error) {
+	classes := 1
+	if c.cls != nil {
+		t, n, err := entropy.ParseTable(b[off:])
+		if err != nil {
+			return 0, fmt.Errorf("codec: class table: %w", err)
+		}
+		off += n
+		if t.Precision() != EntropyPrecision || t.Symbols() != c.cls.n() {
+			return 0, fmt.Errorf("codec: class table has %d cells at precision %d, want %d at %d", t.Symbols(), t.Precision(), c.cls.n(), EntropyPrecision)
+		}
+		c.cls.table, classes, c.steps = t, c.cls.n(), steps
+	}
+	for cl := 0; cl < classes; cl++ {
+		var err error
+		if off, err = c.readClassTables(b, off, steps, cl); err != nil {
+			return 0, err
+		}
+	}
+	return off, nil
+}
+
+// readClassTables parses the 2k tables of class cl (the only class without
+// token classes), whose steps are the base steps times the class's
+// multiplier.
+func (c *Codec) readClassTables(b []byte, off int, steps []float32, cl int) (int, error) {
+	where := ""
+	mult := float32(1)
+	if c.cls != nil {
+		where, mult = fmt.Sprintf(" of class %d", cl), c.cls.mults[cl]
+	}
 	for i := 0; i < c.k; i++ {
 		var pair [2]*entropy.Table
 		for a := range pair {
 			t, n, err := entropy.ParseTable(b[off:])
 			if err != nil {
-				return 0, fmt.Errorf("codec: union-%d table of component %d: %w", a, i, err)
+				return 0, fmt.Errorf("codec: union-%d table of component %d%s: %w", a, i, where, err)
 			}
 			off += n
 			if t.Precision() != EntropyPrecision {
-				return 0, fmt.Errorf("codec: union-%d table of component %d has precision %d, want %d", a, i, t.Precision(), EntropyPrecision)
+				return 0, fmt.Errorf("codec: union-%d table of component %d%s has precision %d, want %d", a, i, where, t.Precision(), EntropyPrecision)
 			}
 			pair[a] = t
 		}
 		cells0, cells1 := pair[0].Symbols(), pair[1].Symbols()
 		if cells0%2 != 1 || cells0 < 3 {
-			return 0, fmt.Errorf("codec: union-0 table of component %d has %d cells, want an odd number of at least 3 (indices -q..q)", i, cells0)
+			return 0, fmt.Errorf("codec: union-0 table of component %d%s has %d cells, want an odd number of at least 3 (indices -q..q)", i, where, cells0)
 		}
 		if cells1 != cells0+1 {
-			return 0, fmt.Errorf("codec: union-1 table of component %d has %d cells, want %d (indices -q-1..q with q=%d)", i, cells1, cells0+1, cells0/2)
+			return 0, fmt.Errorf("codec: union-1 table of component %d%s has %d cells, want %d (indices -q-1..q with q=%d)", i, where, cells1, cells0+1, cells0/2)
 		}
 		if !finite32(steps[i]) || !(steps[i] > 0) {
 			return 0, fmt.Errorf("codec: steps[%d]=%v is not finite and positive", i, steps[i])
 		}
-		q := newTCQuant(steps[i], cells0/2)
+		step := classStep(steps[i], mult)
+		if !finite32(step) || !(step > 0) {
+			return 0, fmt.Errorf("codec: steps[%d]=%v times class %d's multiplier %v is %v", i, steps[i], cl, mult, step)
+		}
+		q := newTCQuant(step, cells0/2)
 		if top := q.value(1, q.q); !finite32(top) {
-			return 0, fmt.Errorf("codec: steps[%d]=%v puts the outermost level of %d cells at %v", i, steps[i], cells1, top)
+			return 0, fmt.Errorf("codec: steps[%d]=%v%s puts the outermost level of %d cells at %v", i, step, where, cells1, top)
 		}
 		c.tc = append(c.tc, q)
 		c.tables = append(c.tables, pair[0], pair[1])

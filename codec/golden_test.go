@@ -57,6 +57,27 @@ func goldenWeights(b Basis) ([]float64, error) {
 	return w, nil
 }
 
+// goldenTokenSensitivity is a made-up sensitivity per row of goldenInput
+// for token classes: 1 + 4 (x0 - mean x0)^2 from the row's first value, in
+// float64 products (the same on every machine), and 0 (not measured) for
+// every tenth row.
+func goldenTokenSensitivity(x []float32, n, d int) []float64 {
+	var mean float64
+	for r := 0; r < n; r++ {
+		mean += float64(x[r*d])
+	}
+	mean /= float64(n)
+	out := make([]float64, n)
+	for r := range out {
+		if r%10 == 9 {
+			continue
+		}
+		u := float64(x[r*d]) - mean
+		out[r] = 1 + float64(4*float64(u*u))
+	}
+	return out
+}
+
 func TestFitGoldenDigests(t *testing.T) {
 	const n, d = 400, 48
 	x := goldenInput(n, d)
@@ -81,6 +102,8 @@ func TestFitGoldenDigests(t *testing.T) {
 		// Trellis-coded (format version 2, flag bit 3).
 		{"trellis 12 bytes", FitOptions{Bytes: 12, Holdout: 0.2, Entropy: true, Trellis: true}, "8ac23e777d6de7f5744821964d5fe7eecd887e9648ffa0013a05807fc0b80fa1"},
 		{"trellis 12 bytes, weighted", FitOptions{Bytes: 12, Holdout: 0.2, Entropy: true, Trellis: true, Sensitivity: goldenWeights}, "74a25f997355d4592195a229e6fc2da9a18be920f7f24cc01f9c5fbfa3774663"},
+		// Trellis-coded with token classes (flag bit 4).
+		{"trellis 12 bytes, token classes", FitOptions{Bytes: 12, Holdout: 0.2, Entropy: true, Trellis: true, TokenSensitivity: goldenTokenSensitivity(x, n, d)}, "4311a02e8e1555f0da3ad71839aa10780ec3cc0f9383ca546b1b3b75814fb509"},
 	} {
 		c, err := Fit(x, n, d, g.opts)
 		if err != nil {

@@ -122,6 +122,12 @@ func (c *Codec) Variable() bool { return c.scheme != schemeFixed }
 // Trellis says whether the codec is trellis-coded (docs/codec.md §11.7).
 func (c *Codec) Trellis() bool { return c.scheme == schemeTrellis }
 
+// classQuants are the trellis quantizers and tables of class cl (0 without
+// token classes).
+func (c *Codec) classQuants(cl int) ([]tcQuant, []*entropy.Table) {
+	return c.tc[cl*c.k : (cl+1)*c.k], c.tables[2*cl*c.k : 2*(cl+1)*c.k]
+}
+
 // Version is the codec file's format version, 1 or 2.
 func (c *Codec) Version() int { return c.version }
 
@@ -135,6 +141,10 @@ func (c *Codec) Steps() []float32 {
 			out[i] = c.ec[i].step
 		}
 	case schemeTrellis:
+		if c.cls != nil {
+			copy(out, c.steps) // the classes' steps are multiples of these
+			break
+		}
 		for i := range out {
 			out[i] = c.tc[i].step
 		}
@@ -142,6 +152,24 @@ func (c *Codec) Steps() []float32 {
 		return nil
 	}
 	return out
+}
+
+// ClassMultipliers returns a copy of the step multipliers of a codec with
+// token classes (docs/codec.md §11.8), one per class; nil without them.
+func (c *Codec) ClassMultipliers() []float32 {
+	if c.cls == nil {
+		return nil
+	}
+	return append([]float32(nil), c.cls.mults...)
+}
+
+// symbolsPerToken is how many symbols an entropy-coded token takes: one a
+// component, and its class first when the codec has token classes.
+func (c *Codec) symbolsPerToken() int {
+	if c.cls != nil {
+		return c.k + 1
+	}
+	return c.k
 }
 
 // MeanPayloadBytes is the mean payload of one token: PayloadBytes for fixed
@@ -225,9 +253,15 @@ func (c *Codec) AppendTokens(dst []byte, xs []float32) ([]byte, error) {
 	for t := 0; t < n; t++ {
 		y := s.y[t*c.k : (t+1)*c.k]
 		if c.scheme == schemeTrellis {
+			cl := 0
+			if c.cls != nil {
+				cl = c.cls.classOf(y)
+				s.enc.Encode(c.cls.table, cl)
+			}
+			qs, tables := c.classQuants(cl)
 			unions, cells := s.unions[:c.k], s.cells[:c.k]
-			codecTrellis.search(&s.vit, c.tc, y, unions, cells)
-			encodeTrellis(&s.enc, c.tables, c.tc, unions, cells)
+			codecTrellis.search(&s.vit, qs, y, unions, cells)
+			encodeTrellis(&s.enc, tables, qs, unions, cells)
 			continue
 		}
 		for i, v := range y {
@@ -276,7 +310,12 @@ func (c *Codec) DecodeTokens(dst []float32, src []byte) error {
 		s.dec.Reset(src)
 		for t := 0; t < n; t++ {
 			if c.scheme == schemeTrellis {
-				codecTrellis.decode(&s.dec, c.tables, c.tc, v[t*c.k:(t+1)*c.k])
+				cl := 0
+				if c.cls != nil {
+					cl = s.dec.Decode(c.cls.table)
+				}
+				qs, tables := c.classQuants(cl)
+				codecTrellis.decode(&s.dec, tables, qs, v[t*c.k:(t+1)*c.k])
 				continue
 			}
 			for i := 0; i < c.k; i++ {
@@ -319,7 +358,7 @@ func (c *Codec) MaxPayload(n int) (int, error) {
 	if c.scheme == schemeFixed {
 		return tensor.MulSize(n, c.payloadBytes)
 	}
-	syms, err := tensor.MulSize(n, c.k)
+	syms, err := tensor.MulSize(n, c.symbolsPerToken())
 	if err != nil {
 		return 0, err
 	}

@@ -16,7 +16,7 @@ import (
 
 // v2Codecs fits one codec of each version-2 kind on goldenInput: fixed bits,
 // entropy-coded and trellis-coded, each for the activations and for the
-// output.
+// output, and trellis-coded with token classes.
 func v2Codecs(t testing.TB) map[string]*Codec {
 	t.Helper()
 	const n, d = 400, 48
@@ -29,6 +29,7 @@ func v2Codecs(t testing.TB) map[string]*Codec {
 		"entropy weighted": {Bytes: 12, Holdout: 0.2, Entropy: true, Sensitivity: goldenWeights},
 		"trellis":          {Bytes: 12, Holdout: 0.2, Entropy: true, Trellis: true},
 		"trellis weighted": {Bytes: 12, Holdout: 0.2, Entropy: true, Trellis: true, Sensitivity: goldenWeights},
+		"trellis classes":  {Bytes: 12, Holdout: 0.2, Entropy: true, Trellis: true, TokenSensitivity: goldenTokenSensitivity(x, n, d)},
 	} {
 		c, err := Fit(x, n, d, opts)
 		if err != nil {
@@ -243,7 +244,7 @@ func TestV2FieldChecks(t *testing.T) {
 		edit       func([]byte)
 	}{
 		{"gain flag", "version-1 feature", fixed, u32(12, 1|flagWeights)},
-		{"unknown flag", "unknown bits", ec, u32(12, flagEntropy|flagWeights|16)},
+		{"unknown flag", "unknown bits", ec, u32(12, flagEntropy|flagWeights|32)},
 		{"trellis without entropy coding", "without entropy coding", ec, u32(12, flagWeights|flagTrellis)},
 		{"weights flag cleared", "bytes", fixed, u32(12, 0)},
 		{"fixed weight NaN", "weights[2]", fixed, f32(fixedWeights+8, float32(math.NaN()))},
@@ -370,10 +371,11 @@ func streamDamage(t *testing.T, c *Codec) {
 // FuzzEntropyDecode: arbitrary streams for an entropy-coded codec never
 // panic, and an accepted one decodes to finite values.
 //
-// Bit 3 of tokens picks the trellis-coded codec instead.
+// Bits 3 and 4 of tokens pick the trellis-coded codec, or the one with
+// token classes, instead.
 func FuzzEntropyDecode(f *testing.F) {
 	cs := v2Codecs(f)
-	codecs := [2]*Codec{cs["entropy"], cs["trellis"]}
+	codecs := [4]*Codec{cs["entropy"], cs["trellis"], cs["trellis classes"], cs["trellis classes"]}
 	for i, c := range codecs {
 		x := goldenInput(400, c.Width())
 		one, _ := c.AppendTokens(nil, x[:c.Width()])
@@ -383,7 +385,7 @@ func FuzzEntropyDecode(f *testing.F) {
 		f.Add([]byte{}, uint8(8*i))
 	}
 	f.Fuzz(func(t *testing.T, b []byte, tokens uint8) {
-		c := codecs[tokens>>3&1]
+		c := codecs[tokens>>3&3]
 		n := int(tokens%8) + 1
 		out := make([]float32, n*c.Width())
 		if err := c.DecodeTokens(out, b); err != nil {
