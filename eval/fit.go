@@ -41,6 +41,19 @@ type FitSpec struct {
 	// Trellis, with Entropy, trellis-codes the coefficients
 	// (docs/codec.md §11.7).
 	Trellis bool
+	// TokenClasses, when set (with Trellis), gives the codec token classes
+	// (docs/codec.md §11.8): the sensitivity of each token of the fit
+	// sequences is measured with this model (TokenSensitivity, bounded by
+	// TokenSensOptions) and the codec learns to predict it. The model must
+	// match the capture.
+	TokenClasses     *model.Model
+	TokenSensOptions TokenSensOptions
+	// TokenSens, when set with TokenClasses, stands in for measuring: one
+	// value per capture row, 0 where not measured (fits of one capture at
+	// several budgets can share one measurement: FitTokenSens).
+	TokenSens []float64
+	// Progress hears how the token sensitivity's probes advance.
+	Progress Progress
 }
 
 // DefaultOutputTokens is how many calibration tokens the sensitivity of an
@@ -126,11 +139,41 @@ func FitCapture(c *CaptureFile, spec FitSpec) (*codec.Codec, Split, error) {
 			opts.Sensitivity = spec.Weights
 		}
 	}
+	if spec.TokenClasses != nil {
+		if !spec.Trellis {
+			return nil, sp, errors.New("fit: token classes need the trellis-coded scheme")
+		}
+		sens := spec.TokenSens
+		if sens == nil {
+			if sens, err = FitTokenSens(spec.TokenClasses, c, sp, spec.TokenSensOptions, spec.Progress); err != nil {
+				return nil, sp, err
+			}
+		}
+		if len(sens) != n {
+			return nil, sp, fmt.Errorf("fit: %d token sensitivities for a capture of %d rows", len(sens), n)
+		}
+		opts.TokenSensitivity = sens
+	}
 	cd, err := codec.Fit(c.Rows, n, c.Width, opts)
 	if err != nil {
 		return nil, sp, err
 	}
 	return cd, sp, nil
+}
+
+// FitTokenSens measures the token sensitivity (TokenSensitivity) of a
+// capture's fit sequences with m, as FitCapture does for token classes:
+// one value per capture row, 0 for the held-out rows and the rows past the
+// probed positions.
+func FitTokenSens(m *model.Model, c *CaptureFile, sp Split, opts TokenSensOptions, progress Progress) ([]float64, error) {
+	if err := checkCaptureModel(m, c); err != nil {
+		return nil, fmt.Errorf("token classes: %w", err)
+	}
+	sens, err := TokenSensitivity(m, c.Seqs[:len(c.Seqs)-len(sp.Held)], c.Boundary, opts, progress)
+	if err != nil {
+		return nil, err
+	}
+	return append(sens, make([]float64, sp.HeldRows)...), nil
 }
 
 // MemoSensitivity returns a FitSpec.Weights that measures the sensitivity

@@ -137,7 +137,9 @@ type Evaluation struct {
 	// fitted for the model's output (FitSpec.Output); "entropy" (ec@B) and
 	// "output+entropy" (out+ec@B) entropy-code them (FitSpec.Entropy);
 	// "trellis" (tcq@B) and "output+trellis" (out+tcq@B) trellis-code them
-	// (FitSpec.Trellis).
+	// (FitSpec.Trellis); "trellis+tokens" (tcq+tok@B) and
+	// "output+trellis+tokens" (out+tcq+tok@B) add token classes
+	// (FitSpec.TokenClasses).
 	Fits        []string
 	CalibTokens int
 	CalibSeed   uint64
@@ -291,7 +293,7 @@ func (e *Evaluation) lowrank(cfg *model.Config) (wire.Encoding, error) {
 }
 
 // FitKinds are the fits Evaluation.Fits may name.
-var FitKinds = []string{"mse", "output", "entropy", "output+entropy", "trellis", "output+trellis"}
+var FitKinds = []string{"mse", "output", "entropy", "output+entropy", "trellis", "output+trellis", "trellis+tokens", "output+trellis+tokens"}
 
 // fittedRuns fits the Budgets codecs (and Truncation baselines) on
 // calibration text sampled from the model, captured at the boundary.
@@ -325,6 +327,15 @@ func (e *Evaluation) fittedRuns() ([]run, error) {
 	weights := MemoSensitivity(func(b codec.Basis) ([]float64, error) {
 		return Sensitivity(e.Forward, probeSeqs, e.Boundary, b, e.Progress("measuring sensitivity"))
 	})
+	// Token classes: the fit sequences' token sensitivity, measured once.
+	var tokenSens []float64
+	for _, f := range fits {
+		if strings.HasSuffix(f, "+tokens") && tokenSens == nil {
+			if tokenSens, err = FitTokenSens(e.Forward, cf, sp, TokenSensOptions{}, e.Progress("measuring token sensitivity")); err != nil {
+				return nil, err
+			}
+		}
+	}
 	var runs []run
 	for _, b := range e.Budgets {
 		var specs []struct {
@@ -345,6 +356,12 @@ func (e *Evaluation) fittedRuns() ([]run, error) {
 				spec.Entropy, spec.Trellis, prefix = true, true, "tcq"
 			case "output+trellis":
 				spec.Output, spec.Weights, spec.Entropy, spec.Trellis, prefix = e.Forward, weights, true, true, "out+tcq"
+			case "trellis+tokens":
+				spec.Entropy, spec.Trellis, prefix = true, true, "tcq+tok"
+				spec.TokenClasses, spec.TokenSens = e.Forward, tokenSens
+			case "output+trellis+tokens":
+				spec.Output, spec.Weights, spec.Entropy, spec.Trellis, prefix = e.Forward, weights, true, true, "out+tcq+tok"
+				spec.TokenClasses, spec.TokenSens = e.Forward, tokenSens
 			}
 			name := fmt.Sprintf("%s@%d", prefix, b)
 			specs = append(specs, struct {
@@ -425,6 +442,8 @@ func (r *Report) Plot(path, modelPath string) error {
 		{"out+ec@", "entropy-coded, fitted for the output (out+ec@B)"},
 		{"tcq@", "trellis-coded PCA codec (tcq@B)"},
 		{"out+tcq@", "trellis-coded, fitted for the output (out+tcq@B)"},
+		{"tcq+tok@", "trellis-coded with token classes (tcq+tok@B)"},
+		{"out+tcq+tok@", "trellis-coded with token classes, for the output (out+tcq+tok@B)"},
 	}
 	var curves []Series
 	var points []Result

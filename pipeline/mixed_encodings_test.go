@@ -360,7 +360,8 @@ func TestAssembleMixedEncodings(t *testing.T) {
 }
 
 // A chain whose boundary carries an entropy-coded codec (frames of varying
-// length, one stream per frame), or a trellis-coded one, gives, for a
+// length, one stream per frame), or a trellis-coded one with or without
+// token classes, gives, for a
 // prefill and then decode steps, the same logits bit for bit as the model
 // run with that codec applied per frame; the stage's byte counter holds the
 // frames' real sizes.
@@ -371,15 +372,27 @@ func TestChainWithEntropyCodec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, trellis := range []bool{false, true} {
-		c, err := codec.Fit(rows, n, m.Weights.Config.Dim, codec.FitOptions{Bytes: 24, Entropy: true, Trellis: trellis})
+	// Token classes need a sensitivity per row; any will do for the wire.
+	sens := make([]float64, n)
+	for r := range sens {
+		sens[r] = 1 + float64(r%7)
+	}
+	for _, tc := range []struct {
+		name string
+		opts codec.FitOptions
+	}{
+		{"entropy", codec.FitOptions{Bytes: 24, Entropy: true}},
+		{"trellis", codec.FitOptions{Bytes: 24, Entropy: true, Trellis: true}},
+		{"token classes", codec.FitOptions{Bytes: 24, Entropy: true, Trellis: true, TokenSensitivity: sens}},
+	} {
+		c, err := codec.Fit(rows, n, m.Weights.Config.Dim, tc.opts)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c.Trellis() != trellis {
-			t.Fatalf("fit with Trellis %v: codec Trellis() %v", trellis, c.Trellis())
+		if c.Trellis() != tc.opts.Trellis || (c.ClassMultipliers() != nil) != (tc.opts.TokenSensitivity != nil) {
+			t.Fatalf("%s: codec Trellis() %v, multipliers %v", tc.name, c.Trellis(), c.ClassMultipliers())
 		}
-		t.Run(fmt.Sprintf("trellis=%v", trellis), func(t *testing.T) { chainWithVariableCodec(t, m, mod, c) })
+		t.Run(tc.name, func(t *testing.T) { chainWithVariableCodec(t, m, mod, c) })
 	}
 }
 

@@ -284,14 +284,25 @@ func TestFitCodecEntropyForOutput(t *testing.T) {
 	if !(klTCQ < klEC/1.1) || !(bytesTCQ > 22 && bytesTCQ < 26) {
 		t.Fatalf("trellis-coded KL %v at %v bytes, entropy-coded %v at %v", klTCQ, bytesTCQ, klEC, bytesEC)
 	}
-	for _, bad := range [][]string{
-		{"--bytes", "24", "--for-output"},
-		{"--rank", "8", "--entropy"},
-		{"--rank", "8", "--trellis"},
+	// --token-classes implies --trellis and needs --model.
+	tok := filepath.Join(dir, "tok.codec")
+	out = mustSeam(t, "fit-codec", "--captures", capture, "--bytes", "24", "--token-classes", "--model", ctr, "--out", tok)
+	if !strings.Contains(out, "trellis-coded (8 states)") || !strings.Contains(out, "token classes: 4, step multipliers") {
+		t.Fatalf("fit-codec --token-classes output:\n%s", out)
+	}
+	if c, err := codec.ReadFile(tok); err != nil || !c.Trellis() || len(c.ClassMultipliers()) != 4 {
+		t.Fatalf("--token-classes codec: %v", err)
+	}
+	for _, bad := range []struct{ args []string }{
+		{[]string{"--bytes", "24", "--for-output"}},
+		{[]string{"--rank", "8", "--entropy"}},
+		{[]string{"--rank", "8", "--trellis"}},
+		{[]string{"--bytes", "24", "--token-classes"}},
 	} {
-		args := append([]string{"fit-codec", "--captures", capture, "--out", filepath.Join(dir, "x.codec")}, bad...)
-		if out, err := seam(t, args...); err == nil || !(strings.Contains(out+err.Error(), "--for-output") || strings.Contains(out+err.Error(), "--entropy")) || (bad[2] == "--trellis" && !strings.Contains(err.Error(), "--trellis")) {
-			t.Fatalf("seam %v: %v\n%s", bad, err, out)
+		args := append([]string{"fit-codec", "--captures", capture, "--out", filepath.Join(dir, "x.codec")}, bad.args...)
+		named := bad.args[2] // the flag the refusal must name
+		if out, err := seam(t, args...); err == nil || !strings.Contains(out+err.Error(), named) {
+			t.Fatalf("seam %v: %v\n%s", bad.args, err, out)
 		}
 	}
 }

@@ -133,6 +133,9 @@ func printCodec(cmd *cobra.Command, c *codec.Codec) {
 		if len(steps) > 0 {
 			fmt.Fprintf(out, "quantizer steps %.4g (first component) to %.4g (last)\n", steps[0], steps[len(steps)-1])
 		}
+		if m := c.ClassMultipliers(); m != nil {
+			fmt.Fprintf(out, "token classes: %d, step multipliers %v (by rising predicted sensitivity)\n", len(m), m)
+		}
 	} else {
 		fmt.Fprintf(out, "format version %d, fixed bits, fitted %s\n", c.Version(), fit)
 		fmt.Fprintf(out, "width %d, %d components kept, %d bytes per token, gain %v\n", c.Width(), c.Kept(), c.PayloadBytes(), c.Gain())
