@@ -48,8 +48,11 @@ as rank@B. --fit chooses the fits made at each budget: mse (lowrank@B, fitted
 for the activations, fixed bits), output (out@B, bits weighted by each
 component's measured effect on the model's output), entropy (ec@B,
 entropy-coded), output+entropy (out+ec@B), trellis (tcq@B, trellis-coded:
-the cells chosen by a search over a state machine, then entropy-coded) and
-output+trellis (out+tcq@B). An entropy- or trellis-coded codec's frames
+the cells chosen by a search over a state machine, then entropy-coded),
+output+trellis (out+tcq@B), trellis+tokens (tcq+tok@B: trellis-coded with
+token classes, each token's steps scaled by its predicted effect on the
+output, measured once per run on the calibration text) and
+output+trellis+tokens (out+tcq+tok@B). An entropy- or trellis-coded codec's frames
 vary in size: its bytes_per_token is the mean of one-token frames (decode
 steps), and prefill_bytes_per_token that of one frame per sequence.
 
@@ -79,7 +82,7 @@ perplexity is noisy on a few hundred, so prefer KL for fine comparisons.`,
 	fl.StringVar(&f.wires, "wire", "", "comma-separated encodings: f32,f16,q8,q5,q4,lowrank (default: all plain ones, and lowrank if attached)")
 	fl.BoolVar(&f.asJSON, "json", false, "print a JSON array of results")
 	fl.StringVar(&f.budgets, "budgets", "", "also fit codecs at these budgets (bytes per token) on sampled calibration text, e.g. 16,24,32,40,48")
-	fl.StringVar(&f.fits, "fit", "mse", "with --budgets: the fits to compare at each budget: mse (lowrank@B, for the activations), output (out@B, for the model's output), entropy (ec@B, mse entropy-coded), output+entropy (out+ec@B), trellis (tcq@B, trellis-coded), output+trellis (out+tcq@B)")
+	fl.StringVar(&f.fits, "fit", "mse", "with --budgets: the fits to compare at each budget: mse (lowrank@B, for the activations), output (out@B, for the model's output), entropy (ec@B, mse entropy-coded), output+entropy (out+ec@B), trellis (tcq@B, trellis-coded), output+trellis (out+tcq@B), trellis+tokens (tcq+tok@B, with token classes), output+trellis+tokens (out+tcq+tok@B)")
 	fl.BoolVar(&f.truncation, "truncation", false, "with --budgets: add the rank-truncation baseline (B components at 8 bits) at each budget")
 	fl.StringVar(&f.plot, "plot", "", "write a plot of KL against bytes per token (.png, .svg or .pdf)")
 	fl.IntVar(&f.calibTokens, "calib-tokens", eval.DefaultCalibTokens, "with --budgets: calibration tokens sampled from the model")
