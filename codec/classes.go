@@ -94,7 +94,7 @@ func maxClassesSize(k int) int {
 	return classesSize(maxClasses, min(k, classLinear), min(k, classSquares))
 }
 
-// appendClasses serializes the class block (docs/codec.md §11.2).
+// appendBinary serializes the class block (docs/codec.md §11.2).
 func (t *tokenClasses) appendBinary(b []byte) []byte {
 	b = binary.LittleEndian.AppendUint32(b, uint32(t.n()))
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(t.lin)))
