@@ -77,8 +77,11 @@ func (t *tokenClasses) score(y []float32) float64 {
 
 // classOf is the class of a token with coefficients y. A NaN score (from a
 // NaN input) is class 0.
-func (t *tokenClasses) classOf(y []float32) int {
-	s, c := t.score(y), 0
+func (t *tokenClasses) classOf(y []float32) int { return t.classOfScore(t.score(y)) }
+
+// classOfScore is the class of a score: the number of bounds at most it.
+func (t *tokenClasses) classOfScore(s float64) int {
+	c := 0
 	for c < len(t.bounds) && s >= t.bounds[c] {
 		c++
 	}
@@ -242,10 +245,7 @@ func fitTokenClasses(ys []float32, n int, kept []int, sens []float64) (*tokenCla
 	classes := make([]uint8, n)
 	logSum, count := make([]float64, fitClasses), make([]int, fitClasses)
 	for r := 0; r < n; r++ {
-		c := 0
-		for c < len(t.bounds) && scores[r] >= t.bounds[c] {
-			c++
-		}
+		c := t.classOfScore(scores[r])
 		classes[r] = uint8(c)
 		if sens[r] > 0 {
 			logSum[c] += math.Log(sens[r])

@@ -82,12 +82,12 @@ type Codec struct {
 	ec     []ecQuant
 	tc     []tcQuant
 	tables []*entropy.Table
-	// cls are a trellis-coded codec's token classes (docs/codec.md §11.8),
-	// nil without them. With them tc holds every class's k quantizers and
-	// tables every class's 2k tables, class by class, and steps the base
-	// steps the classes' multipliers scale.
-	cls   *tokenClasses
+	// steps are a trellis-coded codec's base steps, and cls its token
+	// classes (docs/codec.md §11.8), nil without them. With them tc holds
+	// every class's k quantizers and tables every class's 2k tables, class
+	// by class, each step the base step times the class's multiplier.
 	steps []float32
+	cls   *tokenClasses
 	// compsT is comps transposed (d x k), and encW and decW the two as
 	// tensors for the kernels (version 2).
 	compsT     []float32

@@ -3,6 +3,7 @@ package codec
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 
 	"github.com/seamlm/seam/codec/entropy"
@@ -66,9 +67,13 @@ func (c *Codec) fitEntropy(rows []float32, n int, held []float32, nh int, varian
 			w[p] = weights[p]
 		}
 	}
+	var classes func(kept []int) (*tokenClasses, []uint8, error)
+	if sens != nil {
+		classes = memoClasses(ys, n, sens)
+	}
 	trial := func(scale float64) (*entropyFit, error) {
 		if trellis {
-			return buildTrellis(ys, n, rateYs, rateN, nv, w, scale, sens)
+			return buildTrellis(ys, n, rateYs, rateN, nv, w, scale, classes)
 		}
 		return buildEntropy(ys, n, rateYs, rateN, nv, w, scale)
 	}
@@ -100,10 +105,8 @@ func (c *Codec) fitEntropy(rows []float32, n int, held []float32, nh int, varian
 	}
 	c.scheme = schemeEntropy
 	if trellis {
-		c.scheme = schemeTrellis
-	}
-	if trellis {
 		// Quantizers and tables are in kept order already, class by class.
+		c.scheme = schemeTrellis
 		c.tc, c.tables, c.cls, c.steps = best.tquants, best.tables, best.cls, best.steps
 	}
 	for _, p := range best.kept {
@@ -139,7 +142,7 @@ type entropyFit struct {
 	quants    []ecQuant
 	tquants   []tcQuant     // trellis: every class's k quantizers, class by class
 	cls       *tokenClasses // trellis with token classes
-	steps     []float32     // with token classes: the base steps of the kept directions
+	steps     []float32     // trellis: the base steps of the kept directions
 	tables    []*entropy.Table
 	kept      []int
 	meanBytes float64
@@ -219,12 +222,11 @@ func entropyStep(col []float32, w, scale float64) (step float32, q int, ok bool)
 // direction, and the first entropyRateRows rate rows coded one token per
 // stream.
 //
-// With sens (each fit row's measured sensitivity, 0 where not measured) the
-// codec has token classes (docs/codec.md §11.8): the classes are fitted on
-// the kept directions' coefficients, each class's quantizers take the base
-// steps times its multiplier, its tables count its own rows, and the class
-// table counts the rows of each class.
-func buildTrellis(ys []float32, n int, rateYs []float32, rateN, nv int, w []float64, scale float64, sens []float64) (*entropyFit, error) {
+// With classes (memoClasses) the codec has token classes (docs/codec.md
+// §11.8): the classes fitted on the kept directions' coefficients, each
+// class's quantizers the base steps times its multiplier, its tables
+// counting its own rows, and the class table the rows of each class.
+func buildTrellis(ys []float32, n int, rateYs []float32, rateN, nv int, w []float64, scale float64, classes func(kept []int) (*tokenClasses, []uint8, error)) (*entropyFit, error) {
 	f := &entropyFit{}
 	for p := 0; p < nv; p++ {
 		if !(w[p] > 0) {
@@ -235,6 +237,7 @@ func buildTrellis(ys []float32, n int, rateYs []float32, rateN, nv int, w []floa
 			continue
 		}
 		f.tquants = append(f.tquants, newTCQuant(step, q))
+		f.steps = append(f.steps, step)
 		f.kept = append(f.kept, p)
 	}
 	k := len(f.kept)
@@ -242,14 +245,13 @@ func buildTrellis(ys []float32, n int, rateYs []float32, rateN, nv int, w []floa
 		return f, nil
 	}
 	var rowClass []uint8
-	if sens != nil {
-		var err error
-		if f.cls, rowClass, err = fitTokenClasses(ys, n, f.kept, sens); err != nil {
+	if classes != nil {
+		cls, rc, err := classes(f.kept)
+		if err != nil {
 			return nil, err
 		}
-		for _, q := range f.tquants {
-			f.steps = append(f.steps, q.step)
-		}
+		fc := *cls // this trial's own copy: its class table is set below
+		f.cls, rowClass = &fc, rc
 		f.tquants = classQuantizers(f.tquants, f.cls.mults)
 	}
 	tables, classCounts, err := trellisTables(ys, n, f, rowClass)
@@ -304,6 +306,25 @@ func buildTrellis(ys []float32, n int, rateYs []float32, rateN, nv int, w []floa
 	}
 	f.meanBytes = float64(total) / float64(rateRows)
 	return f, nil
+}
+
+// memoClasses fits token classes (fitTokenClasses) for a kept set of
+// directions, once: the bisection's trials mostly keep the same directions,
+// and the classes depend only on them, not on the scale.
+func memoClasses(ys []float32, n int, sens []float64) func(kept []int) (*tokenClasses, []uint8, error) {
+	var (
+		lastKept []int
+		cls      *tokenClasses
+		rows     []uint8
+		err      error
+	)
+	return func(kept []int) (*tokenClasses, []uint8, error) {
+		if lastKept == nil || !slices.Equal(kept, lastKept) {
+			lastKept = slices.Clone(kept)
+			cls, rows, err = fitTokenClasses(ys, n, kept, sens)
+		}
+		return cls, rows, err
+	}
 }
 
 // classQuantizers returns every class's quantizers, class by class: the

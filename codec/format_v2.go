@@ -265,6 +265,7 @@ func (c *Codec) readTables(b []byte, off int, steps []float32) (int, error) {
 // its union-1 table (exactly 2q+2 cells).
 func (c *Codec) readTrellisTables(b []byte, off int, steps []float32) (int, error) {
 	classes := 1
+	c.steps = steps
 	if c.cls != nil {
 		t, n, err := entropy.ParseTable(b[off:])
 		if err != nil {
@@ -274,7 +275,7 @@ func (c *Codec) readTrellisTables(b []byte, off int, steps []float32) (int, erro
 		if t.Precision() != EntropyPrecision || t.Symbols() != c.cls.n() {
 			return 0, fmt.Errorf("codec: class table has %d cells at precision %d, want %d at %d", t.Symbols(), t.Precision(), c.cls.n(), EntropyPrecision)
 		}
-		c.cls.table, classes, c.steps = t, c.cls.n(), steps
+		c.cls.table, classes = t, c.cls.n()
 	}
 	for cl := 0; cl < classes; cl++ {
 		var err error

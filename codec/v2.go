@@ -141,13 +141,7 @@ func (c *Codec) Steps() []float32 {
 			out[i] = c.ec[i].step
 		}
 	case schemeTrellis:
-		if c.cls != nil {
-			copy(out, c.steps) // the classes' steps are multiples of these
-			break
-		}
-		for i := range out {
-			out[i] = c.tc[i].step
-		}
+		copy(out, c.steps)
 	default:
 		return nil
 	}

@@ -329,11 +329,9 @@ func (e *Evaluation) fittedRuns() ([]run, error) {
 	})
 	// Token classes: the fit sequences' token sensitivity, measured once.
 	var tokenSens []float64
-	for _, f := range fits {
-		if strings.HasSuffix(f, "+tokens") && tokenSens == nil {
-			if tokenSens, err = FitTokenSens(e.Forward, cf, sp, TokenSensOptions{}, e.Progress("measuring token sensitivity")); err != nil {
-				return nil, err
-			}
+	if slices.ContainsFunc(fits, func(f string) bool { return strings.HasSuffix(f, "+tokens") }) {
+		if tokenSens, err = FitTokenSens(e.Forward, cf, sp, TokenSensOptions{}, e.Progress("measuring token sensitivity")); err != nil {
+			return nil, err
 		}
 	}
 	var runs []run
