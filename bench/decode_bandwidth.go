@@ -19,19 +19,45 @@ const bandwidthRounds = 6
 // of a matrix-vector product). The buffer is Go heap memory, touched before
 // timing; the best of 5 rounds after a warm-up round is returned.
 func ReadBandwidth(threads int, size int64) (float64, error) {
-	if threads < 1 {
-		return 0, fmt.Errorf("read bandwidth with %d threads: want at least 1", threads)
+	m, err := NewBandwidthMeter(size)
+	if err != nil {
+		return 0, err
 	}
+	return m.Measure(threads)
+}
+
+// A BandwidthMeter is ReadBandwidth with its buffer kept, for measuring
+// again and again: filling a fresh GiB takes seconds, reading it a fraction
+// of one.
+type BandwidthMeter struct {
+	buf []float32
+}
+
+// NewBandwidthMeter allocates and fills the buffer (size bytes, 0 meaning
+// 1 GiB).
+func NewBandwidthMeter(size int64) (*BandwidthMeter, error) {
 	if size == 0 {
 		size = 1 << 30
 	}
-	n := int(size / 4)
-	if n < threads*chunk {
-		return 0, fmt.Errorf("read bandwidth: a buffer of %d bytes is too small for %d threads", size, threads)
+	if size < 4*chunk {
+		return nil, fmt.Errorf("read bandwidth: a buffer of %d bytes is smaller than one read of %d", size, 4*chunk)
 	}
-	buf := make([]float32, n)
+	buf := make([]float32, int(size/4))
 	for i := range buf {
 		buf[i] = float32(i & 1023)
+	}
+	return &BandwidthMeter{buf: buf}, nil
+}
+
+// Measure is ReadBandwidth over the meter's buffer.
+func (m *BandwidthMeter) Measure(threads int) (float64, error) {
+	if threads < 1 {
+		return 0, fmt.Errorf("read bandwidth with %d threads: want at least 1", threads)
+	}
+	buf := m.buf
+	n := len(buf)
+	if n < threads*chunk {
+		return 0, fmt.Errorf("read bandwidth: a buffer of %d bytes is too small for %d threads", 4*n, threads)
 	}
 	part := n / threads &^ (chunk - 1)
 	best := 0.0

@@ -3,6 +3,9 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
 
 	"github.com/seamlm/seam/bench"
 	"github.com/seamlm/seam/loader"
@@ -11,7 +14,7 @@ import (
 
 // benchKernelCommands are `seam bench decode` and `seam bench prefill`.
 func benchKernelCommands() []*cobra.Command {
-	return []*cobra.Command{newBenchDecodeCmd(), newBenchPrefillCmd(), newBenchBandwidthCmd(), newBenchLlama2cQ8Cmd(), newBenchToLlama2cCmd()}
+	return []*cobra.Command{newBenchDecodeCmd(), newBenchPrefillCmd(), newBenchThreadsCmd(), newBenchBandwidthCmd(), newBenchLlama2cQ8Cmd(), newBenchToLlama2cCmd()}
 }
 
 const speedMethod = `The model is loaded first (not timed) with no tokenizer. The machine's read
@@ -111,6 +114,125 @@ per second over the timed runs. GB/s counts the weights once per run.
 	cmd.Flags().IntVar(&reps, "reps", 5, "timed repetitions")
 	cmd.Flags().IntVar(&warmup, "warmup", 1, "untimed repetitions first")
 	return cmd
+}
+
+func newBenchThreadsCmd() *cobra.Command {
+	var model, counts, bandwidths string
+	var rounds, steps, warmup, tokens int
+	var prefill, asJSON bool
+	cmd := &cobra.Command{
+		Use:   "threads --model M [--threads 1,N] [--rounds 6] [--prefill] [--json]",
+		Short: "A/B of decode (or prefill) speed across thread counts, alternated in one process",
+		Long: `Threads measures how the speed of bench decode (or, with --prefill, bench
+prefill) changes with the worker count: every round runs the workload once
+at each count of --threads, in that order in even rounds and reversed in odd
+ones, and the first round is a warm-up that is not reported. Each round's
+speed is divided by the first count's in the same round, so a machine whose
+speed drifts during the run (other load, a busy neighbour of a virtual
+machine) moves both sides of a ratio alike; the median ratio and its range
+over the rounds are reported, with each count's median tok/s and its weight
+stream as a share of the read bandwidth.
+
+Each run is the workload of bench decode (-n steps after --warmup untimed
+ones, from an empty cache) or bench prefill (one --tokens prompt, one
+untimed and one timed repetition). The model is loaded once, first, and not
+timed. Just before every run the read bandwidth is measured with its thread
+count (threads summing disjoint parts of one 1 GiB buffer, filled once, with
+the SIMD dot kernel; best of 5 reads after a warm-up read), and the run's
+weight stream (every layer tensor, the final norm and classifier, one
+embedding row per forward pass; not the KV cache) is compared with that
+figure: the bandwidth of a shared machine moves too. --bandwidth gives the
+figures instead. Speeds are wall-clock.`,
+		Example: `  seam bench threads --model stories110m-q4_0.gguf
+  seam bench threads --model model.gguf --threads 1,2,4 --rounds 8 --json
+  seam bench threads --model model.gguf --prefill --tokens 128`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ths, err := threadCounts(counts)
+			if err != nil {
+				return err
+			}
+			m, err := loader.Open(model, loader.Options{NoTokenizer: true})
+			if err != nil {
+				return err
+			}
+			defer m.Close()
+			run := func(threads int, bw float64) (bench.Speed, error) {
+				o := bench.SpeedOptions{Threads: threads, Bandwidth: bw}
+				if prefill {
+					return bench.Prefill(m.Weights, bench.PrefillOptions{SpeedOptions: o, Tokens: tokens, Reps: 1, Warmup: 1})
+				}
+				return bench.Decode(m.Weights, bench.DecodeOptions{SpeedOptions: o, Steps: steps, Warmup: noneIfZero(warmup)})
+			}
+			opts := bench.ScalingOptions{Threads: ths, Rounds: rounds}
+			if bandwidths != "" {
+				if opts.Bandwidth, err = parseFloats("--bandwidth", bandwidths); err != nil {
+					return err
+				}
+			} else {
+				var meter *bench.BandwidthMeter // made at the first run, once the options are checked
+				opts.Meter = func(threads int) (float64, error) {
+					if meter == nil {
+						infof(cmd, "filling a 1 GiB buffer to measure the read bandwidth before every run")
+						if meter, err = bench.NewBandwidthMeter(0); err != nil {
+							return 0, err
+						}
+					}
+					return meter.Measure(threads)
+				}
+			}
+			if !asJSON {
+				opts.Progress = cmd.ErrOrStderr()
+			}
+			res, err := bench.MeasureScaling(run, opts)
+			if err != nil {
+				return fmt.Errorf("%s: %w", model, err)
+			}
+			if asJSON {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(res)
+			}
+			_, err = fmt.Fprintln(cmd.OutOrStdout(), res)
+			return err
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&model, "model", "", "model: GGUF file, llama2.c checkpoint or container directory (required)")
+	fl.StringVar(&counts, "threads", "", "comma-separated worker counts, the first the baseline (default 1 and every core)")
+	fl.StringVar(&bandwidths, "bandwidth", "", "read bandwidth in GB/s at each thread count, comma-separated, instead of measuring it")
+	fl.IntVar(&rounds, "rounds", 6, "rounds, the first a warm-up that is not reported (at least 2)")
+	fl.BoolVar(&prefill, "prefill", false, "time prompt processing (bench prefill) instead of decode")
+	fl.IntVarP(&steps, "steps", "n", 128, "decode steps to time per run")
+	fl.IntVar(&warmup, "warmup", 8, "untimed decode steps first in every run")
+	fl.IntVar(&tokens, "tokens", 128, "with --prefill: the prompt length")
+	fl.BoolVar(&asJSON, "json", false, "print one JSON object (threads, tok_s per round, median_tok_s, ratio, ...) instead of a table")
+	cmd.MarkFlagRequired("model")
+	return cmd
+}
+
+// threadCounts parses --threads of bench threads: empty means 1 and every
+// core, refused on a machine of one core.
+func threadCounts(s string) ([]int, error) {
+	if s == "" {
+		if runtime.NumCPU() < 2 {
+			return nil, fmt.Errorf("--threads: this machine has 1 core; give the counts to compare, such as 1,2")
+		}
+		return []int{1, runtime.NumCPU()}, nil
+	}
+	return parseInts("--threads", s)
+}
+
+// parseFloats parses a comma-separated list of numbers (checked by the
+// caller).
+func parseFloats(flag, s string) ([]float64, error) {
+	var out []float64
+	for _, part := range strings.Split(s, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(part), 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s %q: want comma-separated numbers such as 33,64", flag, s)
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }
 
 // noneIfZero maps a flag's 0 ("no warm-up") to the package's -1.

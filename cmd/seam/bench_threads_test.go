@@ -1,0 +1,73 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/seamlm/seam/internal/testmodels"
+)
+
+// bench threads runs decode and prefill at each count and reports every
+// round but the warm-up; refused values name the flag.
+func TestBenchThreads(t *testing.T) {
+	model := filepath.Join(testmodels.Dir(t), testmodels.Stories260K)
+	for _, mode := range []struct {
+		name string
+		args []string
+	}{
+		{"decode", []string{"-n", "8", "--warmup", "2"}},
+		{"prefill", []string{"--prefill", "--tokens", "16"}},
+	} {
+		args := append([]string{"bench", "threads", "--model", model, "--threads", "1,2", "--rounds", "3", "--bandwidth", "30,60", "--json"}, mode.args...)
+		out, stderr, err := seamAll(t, args...)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", mode.name, err, stderr)
+		}
+		var res struct {
+			Mode      string      `json:"mode"`
+			Threads   []int       `json:"threads"`
+			TokS      [][]float64 `json:"tok_s"`
+			Median    []float64   `json:"median_tok_s"`
+			Ratio     []float64   `json:"ratio"`
+			Bandwidth []float64   `json:"bandwidth_gb_s"`
+			Fraction  []float64   `json:"bandwidth_fraction"`
+		}
+		if err := json.Unmarshal([]byte(out), &res); err != nil {
+			t.Fatalf("%s: %v in %q", mode.name, err, out)
+		}
+		if res.Mode != mode.name || len(res.Threads) != 2 || res.Threads[0] != 1 || res.Threads[1] != 2 {
+			t.Errorf("%s: mode %q threads %v", mode.name, res.Mode, res.Threads)
+		}
+		if len(res.TokS) != 2 {
+			t.Errorf("%s: %d rounds reported, want 2 (3 less the warm-up)", mode.name, len(res.TokS))
+		}
+		for _, round := range res.TokS {
+			if len(round) != 2 || !(round[0] > 0) || !(round[1] > 0) {
+				t.Errorf("%s: round %v", mode.name, round)
+			}
+		}
+		if len(res.Ratio) != 2 || res.Ratio[0] != 1 || !(res.Ratio[1] > 0) {
+			t.Errorf("%s: ratios %v", mode.name, res.Ratio)
+		}
+		if len(res.Bandwidth) != 2 || res.Bandwidth[0] != 30 || res.Bandwidth[1] != 60 || !(res.Fraction[0] > 0) {
+			t.Errorf("%s: bandwidth %v, fraction %v", mode.name, res.Bandwidth, res.Fraction)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--threads", "1,1"}, "1 is given twice"},
+		{[]string{"--threads", "0,2"}, "--threads \"0,2\": want comma-separated positive integers"},
+		{[]string{"--threads", "1,2", "--bandwidth", "30"}, "want one figure per thread count (2)"},
+		{[]string{"--threads", "1,2", "--bandwidth", "30,x"}, "--bandwidth \"30,x\": want comma-separated numbers"},
+		{[]string{"--threads", "1,2", "--rounds", "1"}, "rounds 1: want at least 2"},
+	} {
+		_, _, err := seamAll(t, append([]string{"bench", "threads", "--model", model, "-n", "4"}, c.args...)...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want %q", c.args, err, c.want)
+		}
+	}
+}
