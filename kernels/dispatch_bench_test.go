@@ -62,3 +62,62 @@ func spawnMatVec(out []float32, w *tensor.Tensor, x []float32, n int) {
 	j.work()
 	j.wait()
 }
+
+// BenchmarkDecodeProducts runs the matrix products of one decode token of
+// the stories110M shape (12 layers of the query, key and value projections
+// in one MatMuls, an empty Parallel region where attention would be, the
+// output projection, gate and up in one MatMuls and the down projection;
+// then a Q8_0 classifier of 32000 rows), at 1 and 2 threads, with 74 MB
+// (Q4_0) or 116 MB (Q8_0) of weights, beyond the last-level cache: what
+// the kernels' dispatch and the memory system give a decode step. On a
+// shared machine compare 1 and 2 threads within one run (-count repeats
+// each one in turn, it does not alternate them).
+func BenchmarkDecodeProducts(b *testing.B) {
+	defer SetThreads(0)
+	for _, typ := range []tensor.DType{tensor.Q4_0, tensor.Q8_0} {
+		token := decodeProducts(typ)
+		for _, th := range []int{1, 2} {
+			b.Run(fmt.Sprintf("%s/threads=%d", typ, th), func(b *testing.B) {
+				SetThreads(th)
+				for range 3 {
+					token()
+				}
+				for b.Loop() {
+					token()
+				}
+			})
+		}
+	}
+}
+
+// decodeProducts builds the weights of BenchmarkDecodeProducts and returns
+// one token's products over them.
+func decodeProducts(typ tensor.DType) func() {
+	const dim, hidden, layers, vocab = 768, 2048, 12, 32000
+	type layer struct{ q, k, v, o, w1, w3, w2 *tensor.Tensor }
+	ls := make([]layer, layers)
+	for i := range ls {
+		ls[i] = layer{benchTensor(typ, dim, dim), benchTensor(typ, dim, dim), benchTensor(typ, dim, dim), benchTensor(typ, dim, dim),
+			benchTensor(typ, hidden, dim), benchTensor(typ, hidden, dim), benchTensor(typ, dim, hidden)}
+	}
+	cls := benchTensor(tensor.Q8_0, vocab, dim)
+	x, h := make([]float32, dim), make([]float32, hidden)
+	for i := range x {
+		x[i] = float32(i%7) - 3
+	}
+	for i := range h {
+		h[i] = float32(i%5) - 2
+	}
+	q, k, v, o, d := make([]float32, dim), make([]float32, dim), make([]float32, dim), make([]float32, dim), make([]float32, dim)
+	g, u, logits := make([]float32, hidden), make([]float32, hidden), make([]float32, vocab)
+	return func() {
+		for _, l := range ls {
+			MatMuls([]Product{{Out: q, W: l.q}, {Out: k, W: l.k}, {Out: v, W: l.v}}, x, 1)
+			Parallel(12, Threads(), func(int, int) {})
+			MatVec(o, l.o, x)
+			MatMuls([]Product{{Out: g, W: l.w1}, {Out: u, W: l.w3}}, x, 1)
+			MatVec(d, l.w2, h)
+		}
+		MatVec(logits, cls, x)
+	}
+}

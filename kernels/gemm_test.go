@@ -20,8 +20,8 @@ import (
 func TestGEMMIsMatVec(t *testing.T) {
 	rng := rand.New(rand.NewPCG(31, 31))
 	defer SetThreads(0)
-	saved := [3]int{serialElems, chunkElems, chunksPerThread}
-	defer func() { serialElems, chunkElems, chunksPerThread = saved[0], saved[1], saved[2] }()
+	saved := [3]int{serialElems, chunkElems, batchChunksPerThread}
+	defer func() { serialElems, chunkElems, batchChunksPerThread = saved[0], saved[1], saved[2] }()
 	levelsCovered(t, func(level int) {
 		for _, typ := range allTypes {
 			for _, cols := range []int{32, 96, 160, 256, 768, 172} {
@@ -41,11 +41,11 @@ func TestGEMMIsMatVec(t *testing.T) {
 					for _, th := range []int{1, 3, -1} {
 						SetThreads(max(th, 1))
 						if th > 0 {
-							serialElems, chunkElems, chunksPerThread = 0, 1, 1<<20
+							serialElems, chunkElems, batchChunksPerThread = 0, 1, 1<<20
 						}
 						got := make([]float32, n*w.Rows)
 						MatMul(got, w, x, n)
-						serialElems, chunkElems, chunksPerThread = saved[0], saved[1], saved[2]
+						serialElems, chunkElems, batchChunksPerThread = saved[0], saved[1], saved[2]
 						for i := range got {
 							if !sameBits(got[i], want[i]) {
 								t.Fatalf("level %s %s %dx%d, %d vectors, %d threads: vector %d row %d: batch %v, one by one %v",

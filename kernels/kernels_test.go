@@ -250,9 +250,11 @@ func TestMatVecMatchesReference(t *testing.T) {
 func TestThreadsBitIdentical(t *testing.T) {
 	t.Run("default", func(t *testing.T) { checkThreadsBitIdentical(t) })
 	t.Run("fine", func(t *testing.T) {
-		saved := [3]int{serialElems, chunkElems, chunksPerThread}
-		defer func() { serialElems, chunkElems, chunksPerThread = saved[0], saved[1], saved[2] }()
-		serialElems, chunkElems, chunksPerThread = 0, 1, 1<<20
+		saved := [4]int{serialElems, chunkElems, chunksPerThread, batchChunksPerThread}
+		defer func() {
+			serialElems, chunkElems, chunksPerThread, batchChunksPerThread = saved[0], saved[1], saved[2], saved[3]
+		}()
+		serialElems, chunkElems, chunksPerThread, batchChunksPerThread = 0, 1, 1<<20, 1<<20
 		checkThreadsBitIdentical(t)
 	})
 	// No polling: the caller parks at once when helpers hold chunks, and

@@ -16,27 +16,39 @@ import (
 //   - serialElems: smaller matrices run on the caller alone. Splitting
 //     128x128 did not pay; 256x256 (65536 values) was 16% faster, 512x512
 //     35%, 768x768 2.8x (each core's cache then holds its half).
-//   - chunkElems, chunksPerThread: a goroutine claims at least chunkElems
-//     values at a time, and there are about chunksPerThread chunks per
-//     thread, so a helper that starts late still finds work. From 1 to 16
-//     chunks per thread measured the same in cache; chunks of 1024 values
-//     were up to 3x slower (the claim counter's cache line bounces between
-//     cores). From memory, quantized matrices of a decode read faster in
-//     fewer, longer chunks (BenchmarkMatVecDRAM, q4_0 768x2048, 2 threads,
-//     GB/s, three runs: 1 chunk per thread 32-33, 2: 28-31, 4: 23-28, 8:
-//     19-22; q8_0 39-44, 37-41, 31-37, 27-31), and `seam bench decode` on
-//     2 threads, alternated 5 times (2026-12-02), gave Q4_0 217 / 226 / 232
-//     tok/s and Q8_0 194 / 200 / 201 with 4 / 2 / 1 chunks per thread, f32
-//     decode and Q4_0 prefill the same within the noise. 2 keeps some room
-//     for a late helper.
+//   - chunkElems, chunksPerThread, batchChunksPerThread: a goroutine
+//     claims at least chunkElems values at a time, and there are about
+//     chunksPerThread chunks per thread for one vector (a decode step's
+//     products) and batchChunksPerThread for several (a prompt, a batched
+//     step). More chunks let a helper that starts late still find work;
+//     fewer save a claim and a hand-off each. From 1 to 16 chunks per
+//     thread measured the same in cache; chunks of 1024 values were up to
+//     3x slower (the claim counter's cache line bounces between cores).
+//     From memory, quantized matrices of a decode read faster in fewer,
+//     longer chunks (BenchmarkMatVecDRAM, q4_0 768x2048, 2 threads, GB/s,
+//     three runs: 1 chunk per thread 32-33, 2: 28-31, 4: 23-28, 8: 19-22;
+//     q8_0 39-44, 37-41, 31-37, 27-31). Whole decodes and prefills with
+//     each setting, alternated in one process (a throwaway harness around
+//     bench.Decode and bench.Prefill, 8 rounds after a warm-up, 2 threads,
+//     medians, 2026-12-03), with Gosched polling / spinUntil polling:
+//     Q4_0 decode 505 / 508 tok/s with 2 chunks per thread, 544 / 554
+//     with 1; Q8_0 decode 425 / 416 and 433 / 445; f32 decode 126-127 for
+//     all four; Q4_0 prefill of 128 tokens 2452-2484 for all four; f32
+//     prefill 1071 / 1091 with 2 and 986 / 992 with 1. So one vector takes
+//     1 chunk per thread and a batch 2. The products of one decode token
+//     alone (BenchmarkDecodeProducts' sequence) gave the same order, 2
+//     threads against 1 in each of 8 rounds: Q4_0 1.41-1.58x with Gosched
+//     polling and 2 chunks per thread, 1.59-1.85x with spinUntil and 1
+//     (the faster in every round); Q8_0 1.36-1.75x and 1.49-1.84x.
 //   - waitSpin: how long the caller, done with its own chunks, polls for
 //     the helpers' last ones before parking: a chunk takes microseconds,
 //     being woken from a park tens of microseconds.
 //   - workerSpin: see workerPool.
 var (
-	serialElems     = 1 << 16
-	chunkElems      = 1 << 14
-	chunksPerThread = 2
+	serialElems          = 1 << 16
+	chunkElems           = 1 << 14
+	chunksPerThread      = 1 // one vector: a decode step
+	batchChunksPerThread = 2 // several: a prompt, or a step of many sessions
 )
 
 // The polling durations are atomic so that tests may change them while
@@ -250,7 +262,11 @@ func (j *job) parallel(n int) {
 	for i := range j.np {
 		p := &j.ps[i]
 		rows := p.w.Rows
-		p.chunkRows = max(1, chunkElems/j.cols, rows/(chunksPerThread*n))
+		per := chunksPerThread
+		if j.tokens > 1 {
+			per = batchChunksPerThread
+		}
+		p.chunkRows = max(1, chunkElems/j.cols, rows/(per*n))
 		p.chunks = (rows + p.chunkRows - 1) / p.chunkRows
 		j.chunks += p.chunks
 	}
@@ -433,7 +449,7 @@ func (j *job) workTasks() {
 // last chunks are short), then by parking.
 func (j *job) wait() {
 	deadline := time.Now().Add(time.Duration(waitSpin.Load()))
-	for j.remaining.Load() > 0 {
+	for !spinUntil(func() bool { return j.remaining.Load() == 0 }) {
 		if time.Now().After(deadline) {
 			j.mu.Lock()
 			j.done = sync.NewCond(&j.mu)
@@ -491,15 +507,37 @@ func (p *workerPool) worker() {
 // next returns the next job, polling for up to workerSpin, then blocking.
 func (p *workerPool) next() *job {
 	deadline := time.Now().Add(time.Duration(workerSpin.Load()))
-	for i := 0; ; i++ {
+	for {
+		spinUntil(func() bool { return len(p.jobs) > 0 })
 		select {
 		case j := <-p.jobs:
 			return j
 		default:
 		}
-		if i%16 == 0 && !time.Now().Before(deadline) {
+		if !time.Now().Before(deadline) {
 			return <-p.jobs
 		}
 		runtime.Gosched()
 	}
+}
+
+// spinPolls and spinPauses shape spinUntil: it checks its condition up to
+// spinPolls times, spinPauses PAUSE instructions apart (a PAUSE took 18 ns
+// on the Zen 5 measured: polls 150 ns apart, 9.5 µs in all), before its
+// caller yields to the scheduler. A runtime.Gosched takes
+// the scheduler's lock and wakes idle Ps: polling through it alone, a 2-thread
+// profile of decode spent 12-16 % of its CPU time there, and a job waited a
+// scheduler round trip to be picked up.
+const spinPolls, spinPauses = 64, 8
+
+// spinUntil polls done without entering the scheduler and reports whether
+// it became true.
+func spinUntil(done func() bool) bool {
+	for range spinPolls {
+		if done() {
+			return true
+		}
+		spinPause(spinPauses)
+	}
+	return done()
 }
