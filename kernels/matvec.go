@@ -474,9 +474,10 @@ func (j *job) wait() {
 // 768x768 product, while a polling worker picks a job up within a
 // microsecond: with parked workers (or a goroutine started per call) the
 // parallel products of BenchmarkDispatch were no faster than serial ones;
-// with polling workers, up to 2.8x. The poll yields (runtime.Gosched) so
-// other goroutines keep running, and ends after workerSpin without work, so
-// an idle process burns no CPU.
+// with polling workers, up to 2.8x. The poll checks the queue between
+// PAUSEs (spinUntil) and yields (runtime.Gosched) every few microseconds,
+// so other goroutines keep running, and ends after workerSpin without
+// work, so an idle process burns no CPU.
 type workerPool struct {
 	mu      sync.Mutex
 	started atomic.Int32
@@ -524,10 +525,10 @@ func (p *workerPool) next() *job {
 // spinPolls and spinPauses shape spinUntil: it checks its condition up to
 // spinPolls times, spinPauses PAUSE instructions apart (a PAUSE took 18 ns
 // on the Zen 5 measured: polls 150 ns apart, 9.5 µs in all), before its
-// caller yields to the scheduler. A runtime.Gosched takes
-// the scheduler's lock and wakes idle Ps: polling through it alone, a 2-thread
-// profile of decode spent 12-16 % of its CPU time there, and a job waited a
-// scheduler round trip to be picked up.
+// caller yields to the scheduler. A runtime.Gosched takes the scheduler's
+// lock and wakes idle Ps: polling through it alone, a 2-thread profile of
+// decode spent 12-16 % of its CPU time there, and a job waited a scheduler
+// round trip to be picked up.
 const spinPolls, spinPauses = 64, 8
 
 // spinUntil polls done without entering the scheduler and reports whether
