@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// ScalingOptions configure Scaling.
+// ScalingOptions configure MeasureScaling.
 type ScalingOptions struct {
 	// Threads are the worker counts compared, the first the baseline of
 	// the ratios: at least two distinct counts, each at least 1.
@@ -73,8 +73,8 @@ type RunAt func(threads int, bandwidthGBs float64) (Speed, error)
 // MeasureScaling runs the workload opts.Rounds times at each of
 // opts.Threads, alternating the order, and returns the speeds of every
 // round but the first with their medians and per-round ratios. The read
-// bandwidth of each count comes from that count's first run (round 0);
-// later runs reuse it.
+// bandwidth each run is compared with is opts.Bandwidth's, or opts.Meter's
+// just before the run, or else what the count's run in round 0 measured.
 func MeasureScaling(run RunAt, opts ScalingOptions) (Scaling, error) {
 	if opts.Rounds == 0 {
 		opts.Rounds = 6
