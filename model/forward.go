@@ -83,7 +83,7 @@ func (m *Model) NewStateIn(first, last int, pool *KVPool) (*State, error) {
 	if pool != nil {
 		block, f16 = pool.Block(), pool.F16()
 	}
-	s := &State{First: first, Last: last, kv: kvCache{pool: pool, block: block, width: c.KVDim(), half: f16,
+	s := &State{First: first, Last: last, kv: kvCache{pool: pool, block: block, width: c.KVDim(), headDim: c.HeadDim(), half: f16,
 		keys: make([][][]float32, last-first), vals: make([][][]float32, last-first)}}
 	if f16 {
 		s.kv.hkeys, s.kv.hvals = make([][][]uint16, last-first), make([][][]uint16, last-first)
@@ -344,15 +344,21 @@ func (m *Model) attentionBatch(sc *Scratch, items []Item, l int, q, out []float3
 	if items[0].State.kv.half && len(sc.wide) < workers*wide {
 		sc.wide = make([]float32, workers*wide)
 	}
-	kernels.Parallel(n*heads, workers, func(worker, i int) {
-		t, h := i/heads, i%heads
-		st := items[sc.owner[t]].State
+	total := n * heads
+	groups := min(total, workers*attnGroupsPerWorker(n))
+	per := (total + groups - 1) / groups
+	groups = (total + per - 1) / per
+	kernels.Parallel(groups, workers, func(worker, g int) {
 		att := sc.att[worker*span : (worker+1)*span]
-		var w []float32
-		if st.kv.half {
-			w = sc.wide[worker*wide : (worker+1)*wide]
+		for i := g * per; i < min((g+1)*per, total); i++ {
+			t, h := i/heads, i%heads
+			st := items[sc.owner[t]].State
+			var w []float32
+			if st.kv.half {
+				w = sc.wide[worker*wide : (worker+1)*wide]
+			}
+			m.attendHead(st, l, h, q[t*qDim:(t+1)*qDim], out[t*qDim:(t+1)*qDim], int(sc.pos[t]), att, w)
 		}
-		m.attendHead(st, l, h, q[t*qDim:(t+1)*qDim], out[t*qDim:(t+1)*qDim], int(sc.pos[t]), att, w)
 	})
 }
 
@@ -366,34 +372,34 @@ func (m *Model) attentionBatch(sc *Scratch, items []Item, l int, q, out []float3
 // so it equals an f32 cache whose values were rounded to f16.
 func (m *Model) attendHead(s *State, l, h int, q, out []float32, pos int, att, wide []float32) {
 	c := &m.W.Config
-	hd, kvDim := c.HeadDim(), c.KVDim()
+	hd := c.HeadDim()
 	group := c.NHeads / c.NKVHeads
 	scale := float32(1 / math.Sqrt(float64(hd)))
-	kvOff := (h / group) * hd
+	kvh := h / group
 	li := l - s.First
+	lo, hi := s.kv.headRows(kvh)
 	// rows returns block b's rows of this head's keys (or values), n of
-	// them, and their stride.
-	rows := func(vals bool, b, n int) ([]float32, int) {
+	// them, contiguous (kv.go).
+	rows := func(vals bool, b, n int) []float32 {
 		if s.kv.half {
 			blocks := s.kv.hkeys[li]
 			if vals {
 				blocks = s.kv.hvals[li]
 			}
-			widen(wide, blocks, b, kvDim, kvOff, hd, n)
-			return wide, hd
+			s.kv.widen(wide, blocks[b], kvh, n)
+			return wide
 		}
 		if vals {
-			return s.kv.vals[li][b][kvOff:], kvDim
+			return s.kv.vals[li][b][lo:hi]
 		}
-		return s.kv.keys[li][b][kvOff:], kvDim
+		return s.kv.keys[li][b][lo:hi]
 	}
 	block := s.kv.block
 	att = att[:pos+1]
 	qh := q[h*hd : (h+1)*hd]
 	for b, p := 0, 0; p <= pos; b, p = b+1, p+block {
 		n := min(block, pos+1-p)
-		k, stride := rows(false, b, n)
-		kernels.DotRows(att[p:p+n], qh, k, stride)
+		kernels.DotRows(att[p:p+n], qh, rows(false, b, n), hd)
 	}
 	for t := range att {
 		att[t] *= scale
@@ -403,8 +409,7 @@ func (m *Model) attendHead(s *State, l, h int, q, out []float32, pos int, att, w
 	clear(oh)
 	for b, p := 0, 0; p <= pos; b, p = b+1, p+block {
 		n := min(block, pos+1-p)
-		v, stride := rows(true, b, n)
-		kernels.AxpyRows(oh, att[p:p+n], v, stride)
+		kernels.AxpyRows(oh, att[p:p+n], rows(true, b, n), hd)
 	}
 }
 
@@ -438,4 +443,15 @@ func (m *Model) Head(x []float32, logits []float32) error {
 	kernels.RMSNorm(x, x, m.finalNorm, m.W.Config.NormEps)
 	kernels.MatVec(logits, &m.W.Output, x)
 	return nil
+}
+
+// attnGroupsPerWorker is how many groups of consecutive (token, head) items
+// attention splits into per thread: one for a single token, so that each
+// thread reads one contiguous run of the cache; more for a batch, whose
+// items differ in length.
+func attnGroupsPerWorker(tokens int) int {
+	if tokens == 1 {
+		return 1
+	}
+	return 4
 }

@@ -106,7 +106,8 @@ type kvCache struct {
 	pool       *KVPool
 	block      int
 	width      int           // KVDim
-	keys, vals [][][]float32 // per held layer, per block: block x width
+	headDim    int           // HeadDim: width is KVHeads x headDim
+	keys, vals [][][]float32 // per held layer, per block: KVHeads x block x headDim
 	half       bool          // f16 blocks in hkeys, hvals instead
 	hkeys      [][][]uint16
 	hvals      [][][]uint16
@@ -172,35 +173,42 @@ func (kv *kvCache) release() {
 // bytes is what the cache holds now.
 func (kv *kvCache) bytes() int64 { return int64(kv.blocks()) * kv.blockBytes() }
 
+// A block holds each KV head's rows together: head h's row for position
+// p (of the block's positions) is at (h*block + p) * headDim. Attention reads
+// one head's rows at a time, and this way they are one contiguous run of
+// memory rather than headDim values every KVDim.
+
 // store writes position p's key and value rows of layer l (index into the
 // held layers), rounding them to f16 in a half cache.
 func (kv *kvCache) store(l, p int, key, val []float32) {
-	if !kv.half {
-		copy(row(kv.keys[l], kv.block, kv.width, p), key)
-		copy(row(kv.vals[l], kv.block, kv.width, p), val)
-		return
-	}
-	hk := kv.hkeys[l][p/kv.block][(p%kv.block)*kv.width:]
-	hv := kv.hvals[l][p/kv.block][(p%kv.block)*kv.width:]
-	for i := range key {
-		hk[i], hv[i] = half.FromF32(key[i]), half.FromF32(val[i])
-	}
-}
-
-// widen copies rows [0, rows) of the f16 block b of layer l, columns
-// [off, off+n), into dst (rows x n, contiguous), exactly.
-func widen(dst []float32, blocks [][]uint16, b, width, off, n, rows int) {
-	src := blocks[b]
-	for r := range rows {
-		kernels.WidenF16(dst[r*n:(r+1)*n], src[r*width+off:r*width+off+n])
+	b, off, hd := p/kv.block, p%kv.block, kv.headDim
+	for h := 0; h*hd < kv.width; h++ {
+		at := (h*kv.block + off) * hd
+		k, v := key[h*hd:(h+1)*hd], val[h*hd:(h+1)*hd]
+		if !kv.half {
+			copy(kv.keys[l][b][at:at+hd], k)
+			copy(kv.vals[l][b][at:at+hd], v)
+			continue
+		}
+		hk, hv := kv.hkeys[l][b][at:at+hd], kv.hvals[l][b][at:at+hd]
+		for i := range k {
+			hk[i], hv[i] = half.FromF32(k[i]), half.FromF32(v[i])
+		}
 	}
 }
 
-// row is the key (or value) row of layer l at position p.
-func row(blocks [][]float32, block, width, p int) []float32 {
-	b := blocks[p/block]
-	o := (p % block) * width
-	return b[o : o+width]
+// headRows is where KV head h's rows lie in a block (block x headDim
+// values, of which the first n rows are filled when the block is the last).
+func (kv *kvCache) headRows(h int) (lo, hi int) {
+	return h * kv.block * kv.headDim, (h + 1) * kv.block * kv.headDim
+}
+
+// widen copies the first rows rows of KV head h in the f16 block src into
+// dst (rows x headDim, contiguous), exactly.
+func (kv *kvCache) widen(dst []float32, src []uint16, h, rows int) {
+	lo, _ := kv.headRows(h)
+	n := rows * kv.headDim
+	kernels.WidenF16(dst[:n], src[lo:lo+n])
 }
 
 // shrink gives back the blocks past what positions [0, end) need: undoes
