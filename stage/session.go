@@ -415,15 +415,19 @@ func (s *Server) sendDown(sess *session, f *wire.Frame, m wire.Meta, n int) erro
 			s.cfg.Name, s.cfg.Model.W.First, s.cfg.Model.W.Last, cfg.NLayers, errSession)
 	}
 	flags := f.Flags &^ wire.FlagTokenIDs
-	var size int
 	if err := hc.down.write(func(fr *wire.Framer) error {
-		err := fr.WriteActivations(f.Kind, flags, m, hc.downEnc, sess.x[:n*cfg.Dim], n, cfg.Dim)
-		size = fr.LastFrameBytes() // what the frame took: an entropy-coded one's size depends on the values
-		return err
+		if err := fr.WriteActivations(f.Kind, flags, m, hc.downEnc, sess.x[:n*cfg.Dim], n, cfg.Dim); err != nil {
+			return err
+		}
+		// Counted here, under the link's lock, not after write returns:
+		// the next stage may answer, and the head ask this one for its
+		// stats, before this goroutine runs again. LastFrameBytes is what
+		// the frame took (an entropy-coded one's size depends on the values).
+		s.stats.downBytes.Add(uint64(fr.LastFrameBytes()))
+		return nil
 	}); err != nil {
 		return fmt.Errorf("sending to %s: %w", hc.down.name, err)
 	}
-	s.stats.downBytes.Add(uint64(size))
 	return nil
 }
 
