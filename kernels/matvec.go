@@ -259,13 +259,13 @@ func (j *job) serial() {
 }
 
 func (j *job) parallel(n int) {
+	per := chunksPerThread
+	if j.tokens > 1 {
+		per = batchChunksPerThread
+	}
 	for i := range j.np {
 		p := &j.ps[i]
 		rows := p.w.Rows
-		per := chunksPerThread
-		if j.tokens > 1 {
-			per = batchChunksPerThread
-		}
 		p.chunkRows = max(1, chunkElems/j.cols, rows/(per*n))
 		p.chunks = (rows + p.chunkRows - 1) / p.chunkRows
 		j.chunks += p.chunks

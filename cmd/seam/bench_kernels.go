@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime"
-	"strconv"
-	"strings"
 
 	"github.com/seamlm/seam/bench"
 	"github.com/seamlm/seam/loader"
@@ -219,20 +217,6 @@ func threadCounts(s string) ([]int, error) {
 		return []int{1, runtime.NumCPU()}, nil
 	}
 	return parseInts("--threads", s)
-}
-
-// parseFloats parses a comma-separated list of numbers (checked by the
-// caller).
-func parseFloats(flag, s string) ([]float64, error) {
-	var out []float64
-	for _, part := range strings.Split(s, ",") {
-		v, err := strconv.ParseFloat(strings.TrimSpace(part), 64)
-		if err != nil {
-			return nil, fmt.Errorf("%s %q: want comma-separated numbers such as 33,64", flag, s)
-		}
-		out = append(out, v)
-	}
-	return out, nil
 }
 
 // noneIfZero maps a flag's 0 ("no warm-up") to the package's -1.

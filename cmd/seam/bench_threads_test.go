@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/seamlm/seam/bench"
 	"github.com/seamlm/seam/internal/testmodels"
 )
 
@@ -25,15 +26,7 @@ func TestBenchThreads(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", mode.name, err, stderr)
 		}
-		var res struct {
-			Mode      string      `json:"mode"`
-			Threads   []int       `json:"threads"`
-			TokS      [][]float64 `json:"tok_s"`
-			Median    []float64   `json:"median_tok_s"`
-			Ratio     []float64   `json:"ratio"`
-			Bandwidth []float64   `json:"bandwidth_gb_s"`
-			Fraction  []float64   `json:"bandwidth_fraction"`
-		}
+		var res bench.Scaling
 		if err := json.Unmarshal([]byte(out), &res); err != nil {
 			t.Fatalf("%s: %v in %q", mode.name, err, out)
 		}
@@ -51,8 +44,8 @@ func TestBenchThreads(t *testing.T) {
 		if len(res.Ratio) != 2 || res.Ratio[0] != 1 || !(res.Ratio[1] > 0) {
 			t.Errorf("%s: ratios %v", mode.name, res.Ratio)
 		}
-		if len(res.Bandwidth) != 2 || res.Bandwidth[0] != 30 || res.Bandwidth[1] != 60 || !(res.Fraction[0] > 0) {
-			t.Errorf("%s: bandwidth %v, fraction %v", mode.name, res.Bandwidth, res.Fraction)
+		if len(res.BandwidthGBs) != 2 || res.BandwidthGBs[0] != 30 || res.BandwidthGBs[1] != 60 || !(res.Fraction[0] > 0) {
+			t.Errorf("%s: bandwidth %v, fraction %v", mode.name, res.BandwidthGBs, res.Fraction)
 		}
 	}
 	for _, c := range []struct {

@@ -104,3 +104,17 @@ func parseInts(flag, s string) ([]int, error) {
 	}
 	return out, nil
 }
+
+// parseFloats parses a comma-separated list of numbers (checked by the
+// caller).
+func parseFloats(flag, s string) ([]float64, error) {
+	var out []float64
+	for _, part := range strings.Split(s, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(part), 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s %q: want comma-separated numbers such as 33,64", flag, s)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
