@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"math"
+	"runtime"
 
 	"github.com/seamlm/seam/kernels"
 	"github.com/seamlm/seam/tensor"
@@ -83,11 +84,13 @@ func (m *Model) NewStateIn(first, last int, pool *KVPool) (*State, error) {
 	if pool != nil {
 		block, f16 = pool.Block(), pool.F16()
 	}
-	s := &State{First: first, Last: last, kv: kvCache{pool: pool, block: block, width: c.KVDim(), headDim: c.HeadDim(), half: f16,
-		keys: make([][][]float32, last-first), vals: make([][][]float32, last-first)}}
-	if f16 {
-		s.kv.hkeys, s.kv.hvals = make([][][]uint16, last-first), make([][][]uint16, last-first)
+	kv, err := newKVCache(pool, last-first, block, c.KVDim(), c.HeadDim(), f16)
+	if err != nil {
+		return nil, err
 	}
+	s := &State{First: first, Last: last, kv: kv}
+	// A state dropped without Release gives its blocks back when collected.
+	runtime.AddCleanup(s, func(m *kvMem) { m.freeAll() }, kv.kvMem)
 	return s, nil
 }
 

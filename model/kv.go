@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"unsafe"
 
 	"github.com/seamlm/seam/internal/half"
 	"github.com/seamlm/seam/kernels"
+	"github.com/seamlm/seam/mapped"
 )
 
 // DefaultKVBlock is the positions per KV cache block: small enough that a
@@ -103,24 +105,101 @@ func (p *KVPool) release(bytes int64) {
 
 // kvCache is one session's keys and values for its layers, in blocks.
 type kvCache struct {
+	*kvMem
+	block   int
+	width   int  // KVDim
+	headDim int  // HeadDim: width is KVHeads x headDim
+	half    bool // f16 blocks in hkeys, hvals instead
+}
+
+// kvMem is the memory a kvCache holds: blocks from the allocator of their
+// size (mapped.Blocks) and the bytes they count in the pool. It is its own
+// object so that a State dropped without Release can give them back when
+// it is collected (runtime.AddCleanup on the State, with this as argument).
+type kvMem struct {
+	alloc      *mapped.Blocks
 	pool       *KVPool
-	block      int
-	width      int           // KVDim
-	headDim    int           // HeadDim: width is KVHeads x headDim
+	reserved   int64         // bytes counted in pool
+	setBytes   int64         // bytes of one block of every layer's keys and values
 	keys, vals [][][]float32 // per held layer, per block: KVHeads x block x headDim
-	half       bool          // f16 blocks in hkeys, hvals instead
 	hkeys      [][][]uint16
 	hvals      [][][]uint16
 }
 
-// blockBytes is the bytes of one block's keys and values over all layers.
-func (kv *kvCache) blockBytes() int64 {
-	size := int64(4)
-	if kv.half {
+// newKVCache makes the empty cache of layers layers.
+func newKVCache(pool *KVPool, layers, block, width, headDim int, half bool) (kvCache, error) {
+	size := 4
+	if half {
 		size = 2
 	}
-	return int64(len(kv.keys)) * 2 * int64(kv.block) * int64(kv.width) * size
+	alloc, err := kvBlocks(block * width * size)
+	if err != nil {
+		return kvCache{}, err
+	}
+	mem := &kvMem{alloc: alloc, pool: pool, setBytes: int64(layers) * 2 * int64(block*width*size)}
+	if half {
+		mem.hkeys, mem.hvals = make([][][]uint16, layers), make([][][]uint16, layers)
+	}
+	// keys and vals have an entry per layer even in an f16 cache (left
+	// empty): free and ensure count the layers by them.
+	mem.keys, mem.vals = make([][][]float32, layers), make([][][]float32, layers)
+	return kvCache{kvMem: mem, block: block, width: width, headDim: headDim, half: half}, nil
 }
+
+// getBlock takes a block; tests make it fail.
+var getBlock = (*mapped.Blocks).Get
+
+// kvAllocs holds one block allocator per block size, shared by every cache
+// of the process.
+var kvAllocs sync.Map // int -> *mapped.Blocks
+
+func kvBlocks(bytes int) (*mapped.Blocks, error) {
+	if a, ok := kvAllocs.Load(bytes); ok {
+		return a.(*mapped.Blocks), nil
+	}
+	a, err := mapped.NewBlocks(bytes)
+	if err != nil {
+		return nil, fmt.Errorf("KV blocks: %w", err)
+	}
+	v, _ := kvAllocs.LoadOrStore(bytes, a)
+	return v.(*mapped.Blocks), nil
+}
+
+// free gives back blocks from and after of every layer, and their bytes in
+// the pool.
+func (m *kvMem) free(from int) {
+	n := 0
+	put := func(b unsafe.Pointer) {
+		m.alloc.Put(unsafe.Slice((*byte)(b), m.alloc.Size()))
+	}
+	for l := range m.keys {
+		if m.hkeys != nil {
+			for b := from; b < len(m.hkeys[l]); b++ {
+				put(unsafe.Pointer(&m.hkeys[l][b][0]))
+				put(unsafe.Pointer(&m.hvals[l][b][0]))
+			}
+			n = max(n, len(m.hkeys[l])-from)
+			m.hkeys[l], m.hvals[l] = m.hkeys[l][:from:from], m.hvals[l][:from:from]
+			continue
+		}
+		for b := from; b < len(m.keys[l]); b++ {
+			put(unsafe.Pointer(&m.keys[l][b][0]))
+			put(unsafe.Pointer(&m.vals[l][b][0]))
+		}
+		n = max(n, len(m.keys[l])-from)
+		m.keys[l], m.vals[l] = m.keys[l][:from:from], m.vals[l][:from:from]
+	}
+	if m.pool != nil && n > 0 {
+		m.pool.release(int64(n) * m.setBytes)
+		m.reserved -= int64(n) * m.setBytes
+	}
+}
+
+// freeAll is the cleanup of a State collected while holding blocks.
+func (m *kvMem) freeAll() { m.free(0) }
+
+// blockBytes is the bytes of one block's keys and values over all layers.
+func (kv *kvCache) blockBytes() int64 { return kv.setBytes }
 
 // blocks is how many blocks each layer holds.
 func (kv *kvCache) blocks() int {
@@ -142,33 +221,47 @@ func (kv *kvCache) ensure(end int) error {
 		if err := kv.pool.reserve(int64(need-have) * kv.blockBytes()); err != nil {
 			return err
 		}
+		kv.reserved += int64(need-have) * kv.blockBytes()
 	}
-	for l := range kv.keys {
-		for range need - have {
+	n := kv.block * kv.width
+	for b := have; b < need; b++ {
+		for l := range kv.keys {
+			k, err := getBlock(kv.alloc)
+			if err != nil {
+				kv.undo(have)
+				return fmt.Errorf("KV cache block %d of layer %d: %w", b, l, err)
+			}
+			v, err := getBlock(kv.alloc)
+			if err != nil {
+				kv.alloc.Put(k)
+				kv.undo(have)
+				return fmt.Errorf("KV cache block %d of layer %d: %w", b, l, err)
+			}
 			if kv.half {
-				kv.hkeys[l] = append(kv.hkeys[l], make([]uint16, kv.block*kv.width))
-				kv.hvals[l] = append(kv.hvals[l], make([]uint16, kv.block*kv.width))
+				kv.hkeys[l] = append(kv.hkeys[l], unsafe.Slice((*uint16)(unsafe.Pointer(&k[0])), n))
+				kv.hvals[l] = append(kv.hvals[l], unsafe.Slice((*uint16)(unsafe.Pointer(&v[0])), n))
 				continue
 			}
-			kv.keys[l] = append(kv.keys[l], make([]float32, kv.block*kv.width))
-			kv.vals[l] = append(kv.vals[l], make([]float32, kv.block*kv.width))
+			kv.keys[l] = append(kv.keys[l], unsafe.Slice((*float32)(unsafe.Pointer(&k[0])), n))
+			kv.vals[l] = append(kv.vals[l], unsafe.Slice((*float32)(unsafe.Pointer(&v[0])), n))
 		}
 	}
 	return nil
 }
 
-// release gives every block back.
-func (kv *kvCache) release() {
-	if n := kv.blocks(); n > 0 && kv.pool != nil {
-		kv.pool.release(int64(n) * kv.blockBytes())
-	}
-	for l := range kv.keys {
-		kv.keys[l], kv.vals[l] = nil, nil
-		if kv.half {
-			kv.hkeys[l], kv.hvals[l] = nil, nil
-		}
+// undo gives back what a failed ensure took: the blocks past have (some
+// layers may hold one more than others) and the rest of its reservation.
+func (kv *kvCache) undo(have int) {
+	kv.free(have)
+	if kv.pool != nil {
+		extra := kv.reserved - int64(have)*kv.blockBytes()
+		kv.pool.release(extra)
+		kv.reserved -= extra
 	}
 }
+
+// release gives every block back.
+func (kv *kvCache) release() { kv.free(0) }
 
 // bytes is what the cache holds now.
 func (kv *kvCache) bytes() int64 { return int64(kv.blocks()) * kv.blockBytes() }
@@ -215,18 +308,8 @@ func (kv *kvCache) widen(dst []float32, src []uint16, h, rows int) {
 // an ensure whose batch was then refused.
 func (kv *kvCache) shrink(end int) {
 	need := (end + kv.block - 1) / kv.block
-	have := kv.blocks()
-	if need >= have {
+	if need >= kv.blocks() {
 		return
 	}
-	if kv.pool != nil {
-		kv.pool.release(int64(have-need) * kv.blockBytes())
-	}
-	for l := range kv.keys {
-		if kv.half {
-			kv.hkeys[l], kv.hvals[l] = kv.hkeys[l][:need], kv.hvals[l][:need]
-			continue
-		}
-		kv.keys[l], kv.vals[l] = kv.keys[l][:need], kv.vals[l][:need]
-	}
+	kv.free(need)
 }
