@@ -277,3 +277,23 @@ func TestWidenF16AllValues(t *testing.T) {
 		}
 	})
 }
+
+// Prefetch reads nothing it is not given and changes nothing, at any
+// length, on either element type.
+func TestPrefetch(t *testing.T) {
+	f := make([]float32, 1000)
+	h := make([]uint16, 1000)
+	for i := range f {
+		f[i], h[i] = float32(i)*0.5, uint16(3*i)
+	}
+	for _, n := range []int{0, 1, 15, 16, 17, 333, 1000} {
+		Prefetch(f[:n])
+		Prefetch(h[len(h)-n:])
+	}
+	Prefetch([]float32(nil))
+	for i := range f {
+		if f[i] != float32(i)*0.5 || h[i] != uint16(3*i) {
+			t.Fatalf("element %d changed: %v, %d", i, f[i], h[i])
+		}
+	}
+}

@@ -402,6 +402,13 @@ func (m *Model) attendHead(s *State, l, h int, q, out []float32, pos int, att, w
 	qh := q[h*hd : (h+1)*hd]
 	for b, p := 0, 0; p <= pos; b, p = b+1, p+block {
 		n := min(block, pos+1-p)
+		// A head's rows of one block are a short run the hardware
+		// prefetchers start over on: ask for the next block's keys, and
+		// this block's values for the second pass, while these are read.
+		if p+block <= pos {
+			s.kv.prefetch(false, li, b+1, lo, lo+min(block, pos+1-p-block)*hd)
+		}
+		s.kv.prefetch(true, li, b, lo, lo+n*hd)
 		kernels.DotRows(att[p:p+n], qh, rows(false, b, n), hd)
 	}
 	for t := range att {

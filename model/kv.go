@@ -313,3 +313,21 @@ func (kv *kvCache) shrink(end int) {
 	}
 	kv.free(need)
 }
+
+// prefetch asks for rows [lo, hi) of block b of layer l's keys (or
+// values) to be brought into the caches.
+func (kv *kvCache) prefetch(vals bool, l, b, lo, hi int) {
+	if kv.half {
+		blocks := kv.hkeys[l]
+		if vals {
+			blocks = kv.hvals[l]
+		}
+		kernels.Prefetch(blocks[b][lo:hi])
+		return
+	}
+	blocks := kv.keys[l]
+	if vals {
+		blocks = kv.vals[l]
+	}
+	kernels.Prefetch(blocks[b][lo:hi])
+}
