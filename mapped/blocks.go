@@ -8,6 +8,11 @@ import (
 	mmap "github.com/edsrzf/mmap-go"
 )
 
+// DefaultIdle is the bytes of free, resident blocks a Blocks keeps in
+// slabs that still hold blocks in use, when the blocks in use are fewer,
+// before it releases more to the kernel.
+const DefaultIdle = 64 << 20
+
 // SlabBytes is the size and alignment of the anonymous mappings a Blocks
 // allocator carves: one transparent huge page on x86-64 and arm64 Linux.
 const SlabBytes = 2 << 20
@@ -24,7 +29,16 @@ const SlabBytes = 2 << 20
 //
 // Blocks given back are cleared at once, so no data outlives its user in
 // the free list. A slab whose blocks are all free is unmapped, except one
-// kept for the next request. A Blocks is safe for concurrent use.
+// kept for the next request. Free blocks in slabs still in use stay
+// resident, ready for reuse, while they amount to no more than DefaultIdle
+// or the bytes of the blocks then in use, whichever is more; past that a
+// block given back is also released to the kernel (MADV_DONTNEED, which
+// splits a huge page). So the slabs' resident memory stays within the
+// blocks in use plus the larger of DefaultIdle and the most ever in use
+// (a KV budget bounds both), however the blocks of ended users are
+// scattered over the slabs, and a server's ordinary churn (blocks freed
+// and soon taken again) releases nothing. A Blocks is safe for concurrent
+// use.
 type Blocks struct {
 	size    int // bytes per block, a multiple of 64
 	perSlab int
@@ -35,6 +49,8 @@ type Blocks struct {
 	partial []*slab           // slabs with at least one free block
 	empty   int               // slabs with no block in use
 	out     int               // blocks in use
+	idle    int64             // bytes of free blocks that are resident
+	idleMax int64             // DefaultIdle; tests lower it
 }
 
 type slab struct {
@@ -42,6 +58,7 @@ type slab struct {
 	base      []byte    // the aligned slab within m
 	free      []int32   // indices of the blocks not in use
 	busy      []uint64  // a bit per block in use: Put refuses a block twice
+	released  []uint64  // a bit per free block whose pages are not resident
 	used      int
 	inPartial bool
 }
@@ -55,7 +72,7 @@ func NewBlocks(size int) (*Blocks, error) {
 	size = (size + 63) &^ 63
 	per := max(1, SlabBytes/size)
 	slabBytes := (per*size + SlabBytes - 1) / SlabBytes * SlabBytes
-	return &Blocks{size: size, perSlab: per, slab: slabBytes, slabs: map[uintptr]*slab{}}, nil
+	return &Blocks{size: size, perSlab: per, slab: slabBytes, slabs: map[uintptr]*slab{}, idleMax: DefaultIdle}, nil
 }
 
 // Size is the bytes of each block.
@@ -73,6 +90,13 @@ func (a *Blocks) Slabs() (n int, bytes int64) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return len(a.slabs), int64(len(a.slabs)) * int64(a.slab)
+}
+
+// Idle is the bytes of free blocks kept resident for reuse.
+func (a *Blocks) Idle() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.idle
 }
 
 // Get returns a zeroed block of Size bytes, mapping a new slab when no
@@ -93,6 +117,11 @@ func (a *Blocks) Get() ([]byte, error) {
 	i := int(s.free[len(s.free)-1])
 	s.free = s.free[:len(s.free)-1]
 	s.busy[i/64] |= 1 << (i % 64)
+	if s.released[i/64]&(1<<(i%64)) != 0 {
+		s.released[i/64] &^= 1 << (i % 64)
+	} else {
+		a.idle -= int64(a.size)
+	}
 	if s.used == 0 {
 		a.empty--
 	}
@@ -131,6 +160,12 @@ func (a *Blocks) Put(b []byte) {
 	}
 	s.busy[i/64] &^= 1 << (i % 64)
 	clear(b)
+	if a.idle+int64(a.size) > max(a.idleMax, int64(a.out)*int64(a.size)) {
+		Release(b) // cleared first: Release drops only the whole pages inside b
+		s.released[i/64] |= 1 << (i % 64)
+	} else {
+		a.idle += int64(a.size)
+	}
 	s.free = append(s.free, int32(i))
 	s.used--
 	a.out--
@@ -157,8 +192,10 @@ func (a *Blocks) newSlab() (*slab, error) {
 	s := &slab{m: m, base: m[off : off+a.slab : off+a.slab]}
 	adviseHuge(s.base)
 	s.busy = make([]uint64, (a.perSlab+63)/64)
+	s.released = make([]uint64, (a.perSlab+63)/64)
 	for i := a.perSlab - 1; i >= 0; i-- {
 		s.free = append(s.free, int32(i))
+		s.released[i/64] |= 1 << (i % 64) // never touched: not resident
 	}
 	a.slabs[uintptr(unsafe.Pointer(&s.base[0]))] = s
 	return s, nil
@@ -174,5 +211,10 @@ func (a *Blocks) unmap(s *slab) {
 	}
 	delete(a.slabs, uintptr(unsafe.Pointer(&s.base[0])))
 	a.empty--
+	for _, i := range s.free {
+		if s.released[i/64]&(1<<(i%64)) == 0 {
+			a.idle -= int64(a.size)
+		}
+	}
 	_ = s.m.Unmap() // the memory is unreachable now; a failure would only leak it
 }

@@ -235,3 +235,78 @@ func smapsField(t *testing.T, addr uintptr, field string) int {
 	t.Fatalf("no mapping holds %#x in /proc/self/smaps", addr)
 	return 0
 }
+
+// Past the idle limit (the larger of idleMax and the bytes then in use),
+// blocks given back leave memory: resident memory follows the blocks in
+// use, however scattered over the slabs the free ones are, and a released
+// block comes back zeroed.
+func TestBlocksIdleLimit(t *testing.T) {
+	const size = 64 << 10 // 32 to a slab
+	a, _ := NewBlocks(size)
+	a.idleMax = 4 * size
+	var got [][]byte
+	for range 128 { // 4 slabs
+		b, _ := a.Get()
+		for i := range b {
+			b[i] = 0x5a
+		}
+		got = append(got, b)
+	}
+	before := a.resident(t)
+	for i, b := range got {
+		if i%4 != 0 { // every slab keeps a quarter of its blocks
+			a.Put(b)
+		}
+	}
+	// 96 given back: the first 64 stay idle (the 65th would make the idle
+	// blocks outnumber the 64 then in use), the other 32 are released.
+	if a.InUse() != 32 || a.Idle() != 64*size {
+		t.Fatalf("%d in use, %d idle bytes; want 32 and 64 blocks' worth", a.InUse(), a.Idle())
+	}
+	released := 96 - int(a.Idle()/size)
+	if runtime.GOOS == "linux" {
+		after := a.resident(t)
+		if drop := before - after; drop < released*64 {
+			t.Fatalf("resident memory of the slabs fell by %d kB, want at least %d (%d blocks released)", drop, released*64, released)
+		}
+		t.Logf("slabs resident: %d kB with 128 blocks in use, %d kB with 32 (%d released, %d idle)", before, after, released, a.Idle()/size)
+	}
+	for range 96 { // the free blocks again, released or not: all zeroed
+		b, _ := a.Get()
+		if bytes.Count(b, []byte{0}) != len(b) {
+			t.Fatal("a reused block is not zeroed")
+		}
+		got = append(got, b)
+	}
+	if a.Idle() != 0 || a.InUse() != 128 {
+		t.Fatalf("after taking every free block: %d idle bytes, %d in use; want 0 and 128", a.Idle(), a.InUse())
+	}
+	for i, b := range got {
+		if i >= 128 || i%4 == 0 {
+			a.Put(b)
+		}
+	}
+	// Only the slab kept for the next request holds idle blocks.
+	if n, span := a.Slabs(); n != 1 || a.Idle() > span {
+		t.Fatalf("all given back: %d slabs and %d idle bytes; want 1 and at most its %d", n, a.Idle(), span)
+	}
+}
+
+// resident sums the resident kB of the slabs' mappings (Linux).
+func (a *Blocks) resident(t *testing.T) int {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		return 0
+	}
+	a.mu.Lock()
+	var bases []uintptr
+	for base := range a.slabs {
+		bases = append(bases, base)
+	}
+	a.mu.Unlock()
+	kb := 0
+	for _, base := range bases {
+		kb += smapsField(t, base, "Rss:")
+	}
+	return kb
+}
