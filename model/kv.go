@@ -119,7 +119,7 @@ type kvCache struct {
 type kvMem struct {
 	alloc      *mapped.Blocks
 	pool       *KVPool
-	reserved   int64         // bytes counted in pool
+	sets       int           // blocks per layer counted in pool (ensure counts them before taking them)
 	setBytes   int64         // bytes of one block of every layer's keys and values
 	keys, vals [][][]float32 // per held layer, per block: KVHeads x block x headDim
 	hkeys      [][][]uint16
@@ -165,34 +165,37 @@ func kvBlocks(bytes int) (*mapped.Blocks, error) {
 	return v.(*mapped.Blocks), nil
 }
 
-// free gives back blocks from and after of every layer, and their bytes in
-// the pool.
+// free gives back blocks from and after of every layer (some layers may
+// hold fewer, when an ensure failed half way), and the pool's count of
+// them.
 func (m *kvMem) free(from int) {
-	n := 0
-	put := func(b unsafe.Pointer) {
-		m.alloc.Put(unsafe.Slice((*byte)(b), m.alloc.Size()))
-	}
 	for l := range m.keys {
+		m.keys[l], m.vals[l] = giveBack(m.alloc, m.keys[l], from), giveBack(m.alloc, m.vals[l], from)
 		if m.hkeys != nil {
-			for b := from; b < len(m.hkeys[l]); b++ {
-				put(unsafe.Pointer(&m.hkeys[l][b][0]))
-				put(unsafe.Pointer(&m.hvals[l][b][0]))
-			}
-			n = max(n, len(m.hkeys[l])-from)
-			m.hkeys[l], m.hvals[l] = m.hkeys[l][:from:from], m.hvals[l][:from:from]
-			continue
+			m.hkeys[l], m.hvals[l] = giveBack(m.alloc, m.hkeys[l], from), giveBack(m.alloc, m.hvals[l], from)
 		}
-		for b := from; b < len(m.keys[l]); b++ {
-			put(unsafe.Pointer(&m.keys[l][b][0]))
-			put(unsafe.Pointer(&m.vals[l][b][0]))
+	}
+	if m.sets > from {
+		if m.pool != nil {
+			m.pool.release(int64(m.sets-from) * m.setBytes)
 		}
-		n = max(n, len(m.keys[l])-from)
-		m.keys[l], m.vals[l] = m.keys[l][:from:from], m.vals[l][:from:from]
+		m.sets = from
 	}
-	if m.pool != nil && n > 0 {
-		m.pool.release(int64(n) * m.setBytes)
-		m.reserved -= int64(n) * m.setBytes
+}
+
+// giveBack returns blocks[from:] to a and keeps the rest, capacity
+// included, so that no slot still points at a block given back.
+func giveBack[T float32 | uint16](a *mapped.Blocks, blocks [][]T, from int) [][]T {
+	from = min(from, len(blocks))
+	for _, b := range blocks[from:] {
+		a.Put(unsafe.Slice((*byte)(unsafe.Pointer(&b[0])), a.Size()))
 	}
+	return blocks[:from:from]
+}
+
+// view is block b as n values of T.
+func view[T float32 | uint16](b []byte, n int) []T {
+	return unsafe.Slice((*T)(unsafe.Pointer(&b[0])), n)
 }
 
 // freeAll is the cleanup of a State collected while holding blocks.
@@ -221,43 +224,30 @@ func (kv *kvCache) ensure(end int) error {
 		if err := kv.pool.reserve(int64(need-have) * kv.blockBytes()); err != nil {
 			return err
 		}
-		kv.reserved += int64(need-have) * kv.blockBytes()
 	}
+	kv.sets = need
 	n := kv.block * kv.width
 	for b := have; b < need; b++ {
 		for l := range kv.keys {
 			k, err := getBlock(kv.alloc)
 			if err != nil {
-				kv.undo(have)
+				kv.free(have)
 				return fmt.Errorf("KV cache block %d of layer %d: %w", b, l, err)
 			}
 			v, err := getBlock(kv.alloc)
 			if err != nil {
 				kv.alloc.Put(k)
-				kv.undo(have)
+				kv.free(have)
 				return fmt.Errorf("KV cache block %d of layer %d: %w", b, l, err)
 			}
 			if kv.half {
-				kv.hkeys[l] = append(kv.hkeys[l], unsafe.Slice((*uint16)(unsafe.Pointer(&k[0])), n))
-				kv.hvals[l] = append(kv.hvals[l], unsafe.Slice((*uint16)(unsafe.Pointer(&v[0])), n))
+				kv.hkeys[l], kv.hvals[l] = append(kv.hkeys[l], view[uint16](k, n)), append(kv.hvals[l], view[uint16](v, n))
 				continue
 			}
-			kv.keys[l] = append(kv.keys[l], unsafe.Slice((*float32)(unsafe.Pointer(&k[0])), n))
-			kv.vals[l] = append(kv.vals[l], unsafe.Slice((*float32)(unsafe.Pointer(&v[0])), n))
+			kv.keys[l], kv.vals[l] = append(kv.keys[l], view[float32](k, n)), append(kv.vals[l], view[float32](v, n))
 		}
 	}
 	return nil
-}
-
-// undo gives back what a failed ensure took: the blocks past have (some
-// layers may hold one more than others) and the rest of its reservation.
-func (kv *kvCache) undo(have int) {
-	kv.free(have)
-	if kv.pool != nil {
-		extra := kv.reserved - int64(have)*kv.blockBytes()
-		kv.pool.release(extra)
-		kv.reserved -= extra
-	}
 }
 
 // release gives every block back.
