@@ -1,9 +1,12 @@
 package kernels
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/seamlm/seam/tensor"
 )
 
 // Parallel runs every item exactly once, with worker numbers below the
@@ -49,4 +52,55 @@ func TestParallel(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// Jobs are pooled and handed to helpers that may pick them up late: a job
+// must not be reused while a helper still holds it. Many goroutines run
+// small products and Parallel calls at once on more threads than cores,
+// each result checked against the one-thread value (run under -race in
+// CI, where a recycled job read by a late helper is a reported race).
+func TestJobsRecycledSafely(t *testing.T) {
+	defer SetThreads(0)
+	w := goldenTensor(tensor.Q8_0, 300, 256, 5)
+	x := make([]float32, 256)
+	for i := range x {
+		x[i] = float32(i%13)*0.1 - 0.6
+	}
+	SetThreads(1)
+	want := make([]float32, w.Rows)
+	MatVec(want, w, x)
+	SetThreads(4)
+	var wg sync.WaitGroup
+	for g := range 6 {
+		wg.Go(func() {
+			got := make([]float32, w.Rows)
+			for k := range 200 {
+				MatVec(got, w, x)
+				if !slices.Equal(got, want) {
+					t.Errorf("goroutine %d, call %d: MatVec differs from one thread's", g, k)
+					return
+				}
+				var n atomic.Int32
+				Parallel(3, 4, func(_, _ int) { n.Add(1) })
+				if n.Load() != 3 {
+					t.Errorf("goroutine %d, call %d: Parallel ran %d of 3 items", g, k, n.Load())
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// A product on two threads allocates nothing: its job comes from the pool.
+func TestMatVecDoesNotAllocate(t *testing.T) {
+	defer SetThreads(0)
+	SetThreads(2)
+	w := goldenTensor(tensor.Q8_0, 2048, 768, 3)
+	x := make([]float32, 768)
+	out := make([]float32, w.Rows)
+	MatVec(out, w, x)
+	if a := testing.AllocsPerRun(50, func() { MatVec(out, w, x) }); a > 0 {
+		t.Fatalf("MatVec of %dx%d on 2 threads: %.1f allocations a call, want 0", w.Rows, w.Cols, a)
+	}
 }
