@@ -51,7 +51,7 @@ func Import(src, dir string, opts Options) error {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	m, err := loader.Open(src, loader.Options{TokenizerPath: opts.TokenizerPath})
+	m, err := loader.Open(src, loader.Options{TokenizerPath: opts.TokenizerPath, Mapped: true})
 	if err != nil {
 		return err
 	}

@@ -45,6 +45,7 @@ func OpenHead(path string, opts Options) (*Head, error) {
 		}
 		return h, nil
 	}
+	opts.Mapped = true // hashed once, never run: no copy
 	m, err := Open(path, opts)
 	if err != nil {
 		return nil, err

@@ -63,13 +63,14 @@ func TestRangeKeepsIdentity(t *testing.T) {
 }
 
 // A llama2.c checkpoint's f32 tensors start 28 bytes past a cache line;
-// the loader copies the held ones to aligned memory (alignF32), and only
-// those: a stage holding layers [2, 4) copies their tensors and nothing of
-// the other layers or the head.
+// with --mmap the loader copies the held ones to aligned memory
+// (alignF32), and only those: a stage holding layers [2, 4) copies their
+// tensors and nothing of the other layers or the head. (Without --mmap
+// every held tensor is copied into the arena, aligned: TestResident.)
 func TestLlama2cTensorsAligned(t *testing.T) {
 	path := testmodels.Path(t, testmodels.Stories260K)
 	for _, r := range [][2]int{{0, 0}, {2, 4}} {
-		m, err := Open(path, Options{NoTokenizer: true, First: r[0], Last: r[1]})
+		m, err := Open(path, Options{NoTokenizer: true, First: r[0], Last: r[1], Mapped: true})
 		if err != nil {
 			t.Fatal(err)
 		}

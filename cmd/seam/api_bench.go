@@ -27,7 +27,7 @@ are noisy: compare medians, and rerun.`,
 			if opts.Rounds < 2 || opts.Tokens < 2 {
 				return fmt.Errorf("--rounds %d --tokens %d: want at least 2 of each (the first round is discarded)", opts.Rounds, opts.Tokens)
 			}
-			m, err := loader.Open(modelPath, loader.Options{TokenizerPath: tokPath})
+			m, err := loader.Open(modelPath, modelOpts(loader.Options{TokenizerPath: tokPath}))
 			if err != nil {
 				return err
 			}

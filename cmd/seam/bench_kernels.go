@@ -41,7 +41,7 @@ func (f *speedFlags) add(cmd *cobra.Command) {
 
 // run loads the model, runs measure on it and prints the result.
 func (f *speedFlags) run(cmd *cobra.Command, measure func(*loader.Model, bench.SpeedOptions) (bench.Speed, error)) error {
-	m, err := loader.Open(f.model, loader.Options{NoTokenizer: true})
+	m, err := loader.Open(f.model, modelOpts(loader.Options{NoTokenizer: true}))
 	if err != nil {
 		return err
 	}
@@ -150,7 +150,7 @@ figures instead. Speeds are wall-clock.`,
 			if err != nil {
 				return err
 			}
-			m, err := loader.Open(model, loader.Options{NoTokenizer: true})
+			m, err := loader.Open(model, modelOpts(loader.Options{NoTokenizer: true}))
 			if err != nil {
 				return err
 			}

@@ -64,7 +64,7 @@ kept (llama2.c marks it with a negative vocabulary size).`,
   seam bench to-llama2c --in s110.gguf --out s110.bin`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			m, err := loader.Open(in, loader.Options{NoTokenizer: true})
+			m, err := loader.Open(in, loader.Options{NoTokenizer: true, Mapped: true})
 			if err != nil {
 				return err
 			}

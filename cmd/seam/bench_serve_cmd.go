@@ -67,7 +67,7 @@ GB/s of weights they streamed. Model loading is not timed.`,
 				return fmt.Errorf("--prefill-chunk and --kv-f16 size the whole model's batcher; the in-process stages use their defaults")
 			}
 			setup.Link = lc
-			m, err := loader.Open(modelPath, loader.Options{TokenizerPath: tokPath, NoTokenizer: tokPath == ""})
+			m, err := loader.Open(modelPath, modelOpts(loader.Options{TokenizerPath: tokPath, NoTokenizer: tokPath == ""}))
 			if err != nil {
 				return err
 			}

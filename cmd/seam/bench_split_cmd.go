@@ -40,7 +40,7 @@ A progress bar shows on a terminal; with -v each run is logged as it finishes.`,
 				}
 				o.Encodings = append(o.Encodings, id)
 			}
-			m, err := loader.Open(modelPath, loader.Options{TokenizerPath: tokPath})
+			m, err := loader.Open(modelPath, modelOpts(loader.Options{TokenizerPath: tokPath}))
 			if err != nil {
 				return err
 			}

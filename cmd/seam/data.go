@@ -44,7 +44,7 @@ func (f *dataFlags) get(cmd *cobra.Command) (eval.Data, error) {
 
 // openFull opens a model holding every layer and prepares its forward pass.
 func openFull(path, tokPath string) (*loader.Model, *model.Model, error) {
-	lm, err := loader.Open(path, loader.Options{TokenizerPath: tokPath})
+	lm, err := loader.Open(path, modelOpts(loader.Options{TokenizerPath: tokPath}))
 	if err != nil {
 		return nil, nil, err
 	}

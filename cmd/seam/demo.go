@@ -132,7 +132,7 @@ func demoRun(cmd *cobra.Command, m *loader.Model, prompt string, sf *samplingFla
 // demoModel opens --model, or builds the synthetic random-weight model.
 func demoModel(cmd *cobra.Command, modelPath, tokPath string) (*loader.Model, error) {
 	if modelPath != "" {
-		return loader.Open(modelPath, loader.Options{TokenizerPath: tokPath})
+		return loader.Open(modelPath, modelOpts(loader.Options{TokenizerPath: tokPath}))
 	}
 	fmt.Fprintln(cmd.ErrOrStderr(), "demo: using a synthetic model with RANDOM WEIGHTS (no download needed); its text is noise, not language. Pass --model for a real one.")
 	cfg := synth.DemoConfig()

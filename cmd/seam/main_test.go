@@ -12,6 +12,7 @@ import (
 
 	"github.com/seamlm/seam/internal/testmodels"
 	"github.com/seamlm/seam/llama2c"
+	"github.com/seamlm/seam/loader"
 	"github.com/seamlm/seam/model"
 	"github.com/seamlm/seam/synth"
 	"github.com/seamlm/seam/tokenizer"
@@ -44,6 +45,9 @@ func TestGreedyMatchesReferenceText(t *testing.T) {
 		{"--model", filepath.Join(dir, testmodels.Stories260K), "--tokenizer", tok},
 		{"--model", filepath.Join(dir, testmodels.Stories260KGGUF)},
 		{"--model", ctr},
+		{"--model", filepath.Join(dir, testmodels.Stories260K), "--tokenizer", tok, "--mmap"},
+		{"--model", filepath.Join(dir, testmodels.Stories260KGGUF), "--mmap"},
+		{"--model", ctr, "--mmap"},
 	} {
 		got, err := seam(t, append(append([]string{"run"}, args...), "-n", "256", "--temperature", "0", "Once upon a time")...)
 		if err != nil {
@@ -51,6 +55,19 @@ func TestGreedyMatchesReferenceText(t *testing.T) {
 		}
 		if got != string(want) {
 			t.Errorf("%v: output differs from %s:\n got: %q\nwant: %q", args, testmodels.GreedyOnceUpon, got, want)
+		}
+	}
+}
+
+// --mmap reaches the loader's options of a model that runs.
+func TestMmapFlag(t *testing.T) {
+	for _, args := range [][]string{{"version"}, {"version", "--mmap"}} {
+		if _, err := seam(t, args...); err != nil {
+			t.Fatal(err)
+		}
+		want := len(args) == 2
+		if got := modelOpts(loader.Options{}).Mapped; got != want {
+			t.Errorf("seam %v: Mapped %v, want %v", args, got, want)
 		}
 	}
 }

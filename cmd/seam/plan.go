@@ -117,7 +117,7 @@ container.`,
 // modelShape measures the layer sizes of a model file, mapping only its
 // first layer (and embedding) where the format allows.
 func modelShape(path string) (cluster.Shape, error) {
-	m, err := loader.Open(path, loader.Options{First: 0, Last: 1, NoTokenizer: true})
+	m, err := loader.Open(path, loader.Options{First: 0, Last: 1, NoTokenizer: true, Mapped: true})
 	if err != nil {
 		return cluster.Shape{}, err
 	}

@@ -5,6 +5,8 @@ import (
 	"io"
 	"log/slog"
 
+	"github.com/seamlm/seam/loader"
+
 	"github.com/spf13/cobra"
 )
 
@@ -38,6 +40,7 @@ handshakes, sessions, plans, imports and progress; -vv adds every frame.`,
 	}
 	root.PersistentFlags().CountVarP(&verbose, "verbose", "v", "log what happens to stderr: -v for events (Info), -vv for every frame (Debug)")
 	root.PersistentFlags().StringVar(&logFormat, "log-format", "text", "log format: text (key=value) or json")
+	root.PersistentFlags().BoolVar(&keepMapped, "mmap", false, "commands that run a model: read its layers from the file's mapping instead of copying them into huge-page memory at load (less memory, and the system may drop and re-read them; f32 decode up to 16% slower)")
 	root.AddCommand(newRunCmd(), newScoreCmd(), newDemoCmd(), newPullCmd(), newImportCmd(), newVerifyCmd(), newInspectCmd(),
 		newServeCmd(), newSynthCmd(), newTemplateCmd(), newVersionCmd(), newAPICmd())
 	root.AddCommand(codecCommands()...)
@@ -45,6 +48,15 @@ handshakes, sessions, plans, imports and progress; -vv adds every frame.`,
 	root.AddCommand(clusterCommands()...)
 	root.AddCommand(newBenchCmd())
 	return root
+}
+
+// keepMapped is --mmap.
+var keepMapped bool
+
+// modelOpts applies --mmap to the options of a model that will run.
+func modelOpts(o loader.Options) loader.Options {
+	o.Mapped = o.Mapped || keepMapped
+	return o
 }
 
 // logHandler builds the slog handler the flags ask for.

@@ -90,7 +90,7 @@ loopback experiments; the head must then use --insecure too.`,
 			if cmd.Flags().Changed("memory") {
 				return fmt.Errorf("--memory is a pool member's budget; a stage with --layers maps its range whatever it costs")
 			}
-			m, err := loader.Open(modelPath, loader.Options{First: a, Last: b, NoTokenizer: true, Verify: verifyWeights(cmd, name, modelPath, verify)})
+			m, err := loader.Open(modelPath, modelOpts(loader.Options{First: a, Last: b, NoTokenizer: true, Verify: verifyWeights(cmd, name, modelPath, verify)}))
 			if err != nil {
 				return err
 			}

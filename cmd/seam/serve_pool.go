@@ -67,7 +67,7 @@ func (o *poolServe) run(cmd *cobra.Command, lc link.Config) error {
 // probe measures compute speed on the model's first layers (about 100 MB
 // of them, so that weights stream from memory as in decoding).
 func probe(path string, nLayers int) (cluster.Speed, error) {
-	m, err := loader.Open(path, loader.Options{First: 0, Last: 1, NoTokenizer: true})
+	m, err := loader.Open(path, loader.Options{First: 0, Last: 1, NoTokenizer: true, Mapped: true})
 	if err != nil {
 		return cluster.Speed{}, err
 	}
@@ -77,7 +77,7 @@ func probe(path string, nLayers int) (cluster.Speed, error) {
 	}
 	m.Close()
 	k := min(nLayers, max(1, (100<<20)/max(per, 1)))
-	if m, err = loader.Open(path, loader.Options{First: 0, Last: k, NoTokenizer: true}); err != nil {
+	if m, err = loader.Open(path, modelOpts(loader.Options{First: 0, Last: k, NoTokenizer: true})); err != nil {
 		return cluster.Speed{}, err
 	}
 	defer m.Close()
@@ -86,7 +86,7 @@ func probe(path string, nLayers int) (cluster.Speed, error) {
 
 // openPart maps layers [first, last) of the model for an assignment.
 func openPart(path string, first, last int, verify bool) (*stage.Part, error) {
-	m, err := loader.Open(path, loader.Options{First: first, Last: last, NoTokenizer: true, Verify: verify})
+	m, err := loader.Open(path, modelOpts(loader.Options{First: first, Last: last, NoTokenizer: true, Verify: verify}))
 	if err != nil {
 		return nil, err
 	}

@@ -149,7 +149,7 @@ func (f *splitFlags) chain(ctx context.Context, modelPath, tokPath string) (*cha
 // startLocal loads the whole model once and serves it as n in-process
 // stages on loopback; stop shuts them down and unmaps the model.
 func startLocal(modelPath, tokPath string, n int, lc link.Config, timeout time.Duration, ac *auth.Config) (head *loader.Head, addrs []string, stop func(), err error) {
-	m, err := loader.Open(modelPath, loader.Options{TokenizerPath: tokPath})
+	m, err := loader.Open(modelPath, modelOpts(loader.Options{TokenizerPath: tokPath}))
 	if err != nil {
 		return nil, nil, nil, err
 	}

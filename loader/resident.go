@@ -1,0 +1,50 @@
+package loader
+
+import (
+	"fmt"
+
+	"github.com/seamlm/seam/mapped"
+	"github.com/seamlm/seam/model"
+	"github.com/seamlm/seam/tensor"
+)
+
+// resident copies what every token streams, the held layers' tensors and
+// the final norm and classifier, out of the file's mapping into one
+// huge-page arena (mapped.NewArena), and releases the file's pages of
+// them. The embedding stays mapped: a token reads one row of it.
+//
+// Every buffer copied views a file mapping (mapped.Release on Go memory
+// would zero it): RoPE frequency factors, which a GGUF reader may compute
+// into the heap, are left where they are (one small vector a layer).
+func resident(path string, w *model.Weights) (*mapped.Arena, error) {
+	var ts []*tensor.Tensor
+	for i := w.First; i < w.Last; i++ {
+		l := &w.Layers[i]
+		ts = append(ts, l.Tensors()...)
+		ts = append(ts, &l.Bq, &l.Bk, &l.Bv, &l.QNorm, &l.KNorm)
+	}
+	if w.HasHead() {
+		ts = append(ts, &w.FinalNorm, &w.Output)
+	}
+	var bufs []*[]byte
+	for _, t := range ts {
+		for _, b := range []*[]byte{&t.Data, &t.Scales} {
+			if len(*b) > 0 {
+				bufs = append(bufs, b)
+			}
+		}
+	}
+	src := make([][]byte, len(bufs))
+	for i, b := range bufs {
+		src[i] = *b
+	}
+	a, copies, err := mapped.NewArena(src)
+	if err != nil {
+		return nil, fmt.Errorf("%s: copying layers [%d, %d) into memory (--mmap serves them from the file instead): %w", path, w.First, w.Last, err)
+	}
+	for i, b := range bufs {
+		mapped.Release(*b)
+		*b = copies[i]
+	}
+	return a, nil
+}
