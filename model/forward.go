@@ -273,47 +273,67 @@ func (m *Model) layer(sc *Scratch, items []Item, l int, x []float32, n int) {
 	keys, vals := sc.kb[:n*kvDim], sc.vb[:n*kvDim]
 	hb, hb2 := sc.hb[:n*c.HiddenDim], sc.hb2[:n*c.HiddenDim]
 
-	for t := range n {
-		kernels.RMSNorm(xb[t*d:(t+1)*d], x[t*d:(t+1)*d], m.attnNorm[l], c.NormEps)
-	}
+	perToken(n, func(t0, t1 int) {
+		for t := t0; t < t1; t++ {
+			kernels.RMSNorm(xb[t*d:(t+1)*d], x[t*d:(t+1)*d], m.attnNorm[l], c.NormEps)
+		}
+	})
 	// One parallel region for the three projections of the same input.
 	kernels.MatMuls([]kernels.Product{{Out: q, W: &w.Wq}, {Out: keys, W: &w.Wk}, {Out: vals, W: &w.Wv}}, xb, n)
-	if c.QKVBias {
-		addBias(q, m.bq[l])
-		addBias(keys, m.bk[l])
-		addBias(vals, m.bv[l])
-	}
-	if c.QKNorm {
-		m.normHeads(q, m.qNorm[l])
-		m.normHeads(keys, m.kNorm[l])
-	}
-	t := 0
-	for _, it := range items {
-		s := it.State
-		for p := it.Pos; p < it.Pos+it.N; p, t = p+1, t+1 {
-			m.rope(q[t*qDim:(t+1)*qDim], p)
-			m.rope(keys[t*kvDim:(t+1)*kvDim], p)
-			s.kv.store(l-s.First, p, keys[t*kvDim:(t+1)*kvDim], vals[t*kvDim:(t+1)*kvDim])
+	perToken(n, func(t0, t1 int) {
+		for t := t0; t < t1; t++ {
+			qt, kt, vt := q[t*qDim:(t+1)*qDim], keys[t*kvDim:(t+1)*kvDim], vals[t*kvDim:(t+1)*kvDim]
+			if c.QKVBias {
+				kernels.Axpy(qt, 1, m.bq[l])
+				kernels.Axpy(kt, 1, m.bk[l])
+				kernels.Axpy(vt, 1, m.bv[l])
+			}
+			if c.QKNorm {
+				m.normHeads(qt, m.qNorm[l])
+				m.normHeads(kt, m.kNorm[l])
+			}
+			s, p := items[sc.owner[t]].State, int(sc.pos[t])
+			m.rope(qt, p)
+			m.rope(kt, p)
+			s.kv.store(l-s.First, p, kt, vt)
 		}
-	}
+	})
 	m.attentionBatch(sc, items, l, q, ao, n)
 	kernels.MatMul(xb2, &w.Wo, ao, n)
 	kernels.Axpy(x, 1, xb2)
 
-	for t := range n {
-		kernels.RMSNorm(xb[t*d:(t+1)*d], x[t*d:(t+1)*d], m.ffnNorm[l], c.NormEps)
-	}
+	perToken(n, func(t0, t1 int) {
+		for t := t0; t < t1; t++ {
+			kernels.RMSNorm(xb[t*d:(t+1)*d], x[t*d:(t+1)*d], m.ffnNorm[l], c.NormEps)
+		}
+	})
 	kernels.MatMuls([]kernels.Product{{Out: hb, W: &w.W1}, {Out: hb2, W: &w.W3}}, xb, n)
-	kernels.SwiGLU(hb, hb2)
+	h := c.HiddenDim
+	perToken(n, func(t0, t1 int) { kernels.SwiGLU(hb[t0*h:t1*h], hb2[t0*h:t1*h]) })
 	kernels.MatMul(xb2, &w.W2, hb, n)
 	kernels.Axpy(x, 1, xb2)
 }
 
-// addBias adds bias to every row of v (rows of len(bias) values, one per token).
-func addBias(v, bias []float32) {
-	for t := 0; t+len(bias) <= len(v); t += len(bias) {
-		kernels.Axpy(v[t:t+len(bias)], 1, bias)
+// perTokenMin is the fewest tokens for which a layer's per-token work
+// between its products (norms, RoPE and the cache stores, SwiGLU) is
+// spread over the threads: with one thread doing it, the other waited
+// through about a tenth of a batched step (a profile of 16 q8_0 streams,
+// 2026-12-04). Below it the dispatch costs about what the second thread
+// would save.
+const perTokenMin = 8
+
+// perToken calls f on consecutive ranges of the n tokens, covering each
+// once: on the caller alone for few tokens, else over the kernels'
+// threads. Every token's values are computed alone, so the split changes
+// no bit.
+func perToken(n int, f func(t0, t1 int)) {
+	threads := kernels.Threads()
+	if n < perTokenMin || threads == 1 {
+		f(0, n)
+		return
 	}
+	parts := min(threads, n)
+	kernels.Parallel(parts, parts, func(_, i int) { f(i*n/parts, (i+1)*n/parts) })
 }
 
 // normHeads RMS-normalises every head of v (all tokens' heads side by side,
