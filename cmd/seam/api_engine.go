@@ -29,12 +29,14 @@ type apiEngine struct {
 // planned pool (--pool), supervised so that a lost chain is re-dialled.
 func openEngine(ctx context.Context, modelPath, tokPath string, f *splitFlags, kv *kvFlags, poll time.Duration) (*apiEngine, error) {
 	if !f.active() {
-		budget, err := kv.bytes("head")
+		m, mod, err := openFull(modelPath, tokPath)
 		if err != nil {
 			return nil, err
 		}
-		m, mod, err := openFull(modelPath, tokPath)
+		// After loading: the weights' copy is no longer available memory.
+		budget, err := kv.bytes("head")
 		if err != nil {
+			m.Close()
 			return nil, err
 		}
 		e, err := scheduler.NewLocalWith(mod, scheduler.LocalOptions{Chunk: kv.chunk, KVBudget: budget, F16KV: kv.f16})

@@ -73,11 +73,11 @@ loopback experiments; the head must then use --insecure too.`,
 			if err != nil {
 				return err
 			}
-			kvBudget, err := kv.bytes(name)
-			if err != nil {
-				return err
-			}
 			if layers == "" {
+				kvBudget, err := kv.bytes(name)
+				if err != nil {
+					return err
+				}
 				if cmd.Flags().Changed("max-sessions") {
 					return fmt.Errorf("--max-sessions: a pool member holds as many sessions as the head's plan budgets for (seam run --pool --sessions N)")
 				}
@@ -98,6 +98,12 @@ loopback experiments; the head must then use --insecure too.`,
 			// has returned, so no kernel still reads the weights.
 			defer m.Close()
 			id, err := m.Identity()
+			if err != nil {
+				return err
+			}
+			// After loading: the weights' copy is no longer available
+			// memory.
+			kvBudget, err := kv.bytes(name)
 			if err != nil {
 				return err
 			}
