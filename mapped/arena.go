@@ -12,9 +12,9 @@ import (
 // the kernels' loads of a row never straddle one more line than they must.
 const arenaAlign = 64
 
-// Arena holds copies of several buffers in one private anonymous mapping,
-// aligned to 2 MiB and advised as transparent huge pages, then made
-// read-only.
+// Arena holds several buffers in one private anonymous mapping, aligned to
+// 2 MiB and advised as transparent huge pages; weights are copied in, then
+// the arena is sealed read-only.
 //
 // Why: a forward pass streams every weight matrix once per token. Read
 // from the model file's mapping, each 4 KiB page costs a TLB miss and a
@@ -27,20 +27,22 @@ type Arena struct {
 	bytes int64
 }
 
-// NewArena copies bufs into a new arena and returns the copies, in order,
-// each starting on a 64-byte boundary. The sources are not touched
-// afterwards; releasing them (Release) is the caller's choice.
-func NewArena(bufs [][]byte) (*Arena, [][]byte, error) {
+// NewArena maps an arena holding len(sizes) zeroed buffers of those
+// sizes, each starting on a 64-byte boundary, writable until Seal. A
+// caller copying mapped weights in can release each source as soon as it
+// is copied, so that the process never holds both.
+func NewArena(sizes []int) (*Arena, [][]byte, error) {
 	total := 0
-	for i, b := range bufs {
+	for i, n := range sizes {
 		start := (total + arenaAlign - 1) &^ (arenaAlign - 1)
-		if len(b) > math.MaxInt-SlabBytes-start {
-			return nil, nil, fmt.Errorf("arena: buffer %d of %d bytes overflows the arena's size after %d bytes", i, len(b), start)
+		if n < 0 || n > math.MaxInt-SlabBytes-start {
+			return nil, nil, fmt.Errorf("arena: buffer %d of %d bytes: not a size an arena can hold after %d bytes", i, n, start)
 		}
-		total = start + len(b)
+		total = start + n
 	}
+	out := make([][]byte, len(sizes))
 	if total == 0 {
-		return &Arena{}, make([][]byte, len(bufs)), nil
+		return &Arena{}, out, nil
 	}
 	m, err := mmap.MapRegion(nil, total+SlabBytes, mmap.COPY, mmap.ANON, 0) // COPY: private, which huge pages need
 	if err != nil {
@@ -50,24 +52,28 @@ func NewArena(bufs [][]byte) (*Arena, [][]byte, error) {
 	off := int((SlabBytes - addr%SlabBytes) % SlabBytes)
 	base := m[off : off+total : off+total]
 	adviseHuge(base)
-	out := make([][]byte, len(bufs))
 	pos := 0
-	for i, b := range bufs {
+	for i, n := range sizes {
 		pos = (pos + arenaAlign - 1) &^ (arenaAlign - 1)
-		out[i] = base[pos : pos+len(b) : pos+len(b)]
-		copy(out[i], b)
-		pos += len(b)
-	}
-	// Read-only from here, as the file's mapping was: a stray write faults
-	// instead of changing the weights every later token uses.
-	if err := protectRead(m); err != nil {
-		_ = m.Unmap()
-		return nil, nil, fmt.Errorf("arena: making %d bytes read-only: %w", total, err)
+		out[i] = base[pos : pos+n : pos+n]
+		pos += n
 	}
 	return &Arena{m: m, bytes: int64(total)}, out, nil
 }
 
-// Bytes is the size of the copies, alignment gaps included.
+// Seal makes the arena read-only, as a file's mapping is: a stray write
+// then faults instead of changing what every later token reads.
+func (a *Arena) Seal() error {
+	if a == nil || a.m == nil {
+		return nil
+	}
+	if err := protectRead(a.m); err != nil {
+		return fmt.Errorf("arena: making %d bytes read-only: %w", a.bytes, err)
+	}
+	return nil
+}
+
+// Bytes is the size of the buffers, alignment gaps included.
 func (a *Arena) Bytes() int64 { return a.bytes }
 
 // Contains reports whether b is memory of the arena.
@@ -80,7 +86,7 @@ func (a *Arena) Contains(b []byte) bool {
 	return p >= lo && p-lo < uintptr(len(a.m))
 }
 
-// Close unmaps the arena. The copies must not be used afterwards.
+// Close unmaps the arena. Its buffers must not be used afterwards.
 func (a *Arena) Close() error {
 	if a == nil || a.m == nil {
 		return nil

@@ -2,6 +2,7 @@ package mapped
 
 import (
 	"bytes"
+	"math"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -19,11 +20,24 @@ func TestArenaCopies(t *testing.T) {
 		}
 		src = append(src, b)
 	}
-	a, got, err := NewArena(src)
+	sizes := make([]int, len(src))
+	for i, b := range src {
+		sizes[i] = len(b)
+	}
+	a, got, err := NewArena(sizes)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
+	for i, b := range got {
+		if !bytes.Equal(b, make([]byte, len(b))) {
+			t.Fatalf("buffer %d is not zeroed", i)
+		}
+		copy(b, src[i])
+	}
+	if err := a.Seal(); err != nil {
+		t.Fatal(err)
+	}
 	var end uintptr
 	for i, b := range got {
 		if !bytes.Equal(b, src[i]) {
@@ -49,17 +63,21 @@ func TestArenaCopies(t *testing.T) {
 	}
 }
 
-// A write into an arena faults, as a write into the file's read-only
-// mapping did.
+// A write into a sealed arena faults, as a write into the file's
+// read-only mapping did.
 func TestArenaReadOnly(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("no mprotect")
 	}
-	a, got, err := NewArena([][]byte{[]byte("weights")})
+	a, got, err := NewArena([]int{7})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
+	copy(got[0], "weights")
+	if err := a.Seal(); err != nil {
+		t.Fatal(err)
+	}
 	old := debug.SetPanicOnFault(true)
 	defer debug.SetPanicOnFault(old)
 	faulted := func() (f bool) {
@@ -75,6 +93,15 @@ func TestArenaReadOnly(t *testing.T) {
 	}
 }
 
+func TestArenaRefusals(t *testing.T) {
+	for _, sizes := range [][]int{{-1}, {1, math.MaxInt - 8}} {
+		if a, _, err := NewArena(sizes); err == nil {
+			a.Close()
+			t.Errorf("NewArena(%v) accepted", sizes)
+		}
+	}
+}
+
 func TestArenaHugePages(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("huge pages are asked for on Linux only")
@@ -83,12 +110,14 @@ func TestArenaHugePages(t *testing.T) {
 	if err != nil || strings.Contains(string(mode), "[never]") {
 		t.Skipf("transparent huge pages are off here (%q, %v): arenas use 4 KiB pages", strings.TrimSpace(string(mode)), err)
 	}
-	src := make([]byte, 6<<20)
-	a, got, err := NewArena([][]byte{src})
+	a, got, err := NewArena([]int{6 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
+	for i := range got[0] {
+		got[0][i] = 1
+	}
 	addr := uintptr(unsafe.Pointer(&got[0][0]))
 	if addr%SlabBytes != 0 {
 		t.Fatalf("arena at %#x: not on a 2 MiB boundary", addr)
