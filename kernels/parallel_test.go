@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -92,15 +93,31 @@ func TestJobsRecycledSafely(t *testing.T) {
 	wg.Wait()
 }
 
-// A product on two threads allocates nothing: its job comes from the pool.
+// A product on two threads allocates nothing once warm: its job comes
+// from the pool. (testing.AllocsPerRun runs on one P, where the helper
+// often gets the job only after the caller finished it alone and the
+// caller's next call finds the pool empty; so Mallocs are counted over
+// calls on the usual two.)
 func TestMatVecDoesNotAllocate(t *testing.T) {
+	if raceEnabled {
+		t.Skip("under -race sync.Pool drops a share of what it is given; this test runs in the plain go test of .ci/run")
+	}
 	defer SetThreads(0)
 	SetThreads(2)
 	w := goldenTensor(tensor.Q8_0, 2048, 768, 3)
 	x := make([]float32, 768)
 	out := make([]float32, w.Rows)
-	MatVec(out, w, x)
-	if a := testing.AllocsPerRun(50, func() { MatVec(out, w, x) }); a > 0 {
-		t.Fatalf("MatVec of %dx%d on 2 threads: %.1f allocations a call, want 0", w.Rows, w.Cols, a)
+	for range 100 {
+		MatVec(out, w, x)
+	}
+	const calls = 1000
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range calls {
+		MatVec(out, w, x)
+	}
+	runtime.ReadMemStats(&after)
+	if per := float64(after.Mallocs-before.Mallocs) / calls; per > 0.05 {
+		t.Fatalf("MatVec of %dx%d on 2 threads: %.3f allocations a call, want none", w.Rows, w.Cols, per)
 	}
 }
