@@ -24,6 +24,13 @@ const mib = 1 << 20
 // each offering free bytes, on loopback.
 func startPool(t *testing.T, m *loader.Model, free []int64) []string {
 	t.Helper()
+	return startPoolKV(t, m, free, 0)
+}
+
+// startPoolKV is startPool with members whose loaded part sets the KV
+// budget (Part.KVBudget, as a member with --kv-budget auto does).
+func startPoolKV(t *testing.T, m *loader.Model, free []int64, kvBudget int64) []string {
+	t.Helper()
 	id, err := m.Identity()
 	if err != nil {
 		t.Fatal(err)
@@ -37,7 +44,7 @@ func startPool(t *testing.T, m *loader.Model, free []int64) []string {
 			if err != nil {
 				return nil, err
 			}
-			return &stage.Part{Model: mod, Close: func() error { return nil }}, nil
+			return &stage.Part{Model: mod, Close: func() error { return nil }, KVBudget: kvBudget}, nil
 		}
 		addrs = append(addrs, listenPoolMember(t, stage.PoolConfig{
 			Base:     stage.Config{Name: fmt.Sprintf("member-%d", i+1), Timeout: 5 * time.Second},
@@ -107,6 +114,33 @@ func TestAssemblePool(t *testing.T) {
 		t.Fatalf("second assembly %+v, want the first's stages %v reused", again, asm.Addrs)
 	}
 	check(again.Addrs)
+}
+
+// A member's part may set the KV budget once its weights are loaded: the
+// assigned stage holds to it (here a budget too small for one block, so
+// the first forward is refused by name).
+func TestPoolPartSetsKVBudget(t *testing.T) {
+	m := openStories(t)
+	id, _ := m.Identity()
+	addrs := startPoolKV(t, m, []int64{3 * mib, 3 * mib, 3 * mib}, 1)
+	opts := Options{Identity: id, Config: m.Weights.Config, Timeout: 5 * time.Second}
+	asm, err := Assemble(context.Background(), addrs, opts, poolRequest(t, m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Dial(context.Background(), asm.Addrs, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := c.NewSession(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Forward(context.Background(), m.Tokenizer.Encode("Once upon a time", true, false), 0, true)
+	if err == nil || !strings.Contains(err.Error(), "kv-budget") {
+		t.Fatalf("forward on members with a 1-byte KV budget: %v, want a refusal naming --kv-budget", err)
+	}
 }
 
 // A plan that leaves a member out is reused by the next head all the same.

@@ -41,6 +41,9 @@ type Part struct {
 	Model  *model.Model
 	Codecs map[int]*codec.Codec // by boundary, for the range's two boundaries
 	Close  func() error
+	// KVBudget, when > 0, replaces Base.KVBudget: a budget resolved from
+	// the memory left once the range's weights were loaded.
+	KVBudget int64
 }
 
 // PoolMember serves the pool protocol until a head assigns it a layer
@@ -338,6 +341,9 @@ func (p *PoolMember) assign(a wire.Assignment) error {
 	}
 	cfg := p.cfg.Base
 	cfg.Model, cfg.Identity, cfg.MaxSessions = part.Model, p.cfg.Identity, int(a.MaxSessions)
+	if part.KVBudget > 0 {
+		cfg.KVBudget = part.KVBudget
+	}
 	if len(part.Codecs) > 0 {
 		if err := UseCodecs(&cfg, part.Codecs); err != nil {
 			part.Close()

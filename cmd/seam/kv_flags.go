@@ -18,7 +18,7 @@ type kvFlags struct {
 }
 
 func (f *kvFlags) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.budget, "kv-budget", "auto", "bytes of KV cache all sessions may hold, e.g. 4GiB; caches grow in blocks as positions fill, and work that does not fit is refused (seam api: 429; a stage: an error naming the limit). auto: half the memory available once the weights are loaded (a pool member: when it starts, before any assignment)")
+	cmd.Flags().StringVar(&f.budget, "kv-budget", "auto", "bytes of KV cache all sessions may hold, e.g. 4GiB; caches grow in blocks as positions fill, and work that does not fit is refused (seam api: 429; a stage: an error naming the limit). auto: half the memory available once the weights are loaded")
 	cmd.Flags().BoolVar(&f.f16, "kv-f16", false, "store keys and values as f16: half the KV memory, at a small quality cost (docs/benchmarks.md)")
 	cmd.Flags().IntVar(&f.chunk, "prefill-chunk", batch.DefaultChunk, "prompt tokens one session runs per batched step: smaller keeps other sessions' inter-token latency low while a long prompt is read, larger reads the prompt faster")
 }
@@ -32,6 +32,9 @@ func (f *kvFlags) changed(cmd *cobra.Command) string {
 	}
 	return ""
 }
+
+// auto reports whether --kv-budget is auto.
+func (f *kvFlags) auto() bool { return f.budget == "auto" }
 
 // bytes resolves --kv-budget for who (in the log).
 func (f *kvFlags) bytes(who string) (int64, error) {

@@ -85,6 +85,9 @@ loopback experiments; the head must then use --insecure too.`,
 					KVBudget: kvBudget, KVF16: kv.f16, Chunk: kv.chunk, Watch: mapped.Changed}
 				lf.apply(&base)
 				ps := poolServe{modelPath: modelPath, listen: listen, name: name, memory: memory, verify: verifyWeights(cmd, name, modelPath, verify), base: base}
+				if kv.auto() {
+					ps.kvAuto = func() (int64, error) { return kv.bytes(name) }
+				}
 				return ps.run(cmd, lc)
 			}
 			if cmd.Flags().Changed("memory") {

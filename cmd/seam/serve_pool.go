@@ -20,6 +20,9 @@ type poolServe struct {
 	modelPath, listen, name, memory string
 	verify                          bool
 	base                            stage.Config
+	// kvAuto, when set (--kv-budget auto), resolves the KV budget once an
+	// assignment's weights are loaded.
+	kvAuto func() (int64, error)
 }
 
 // run probes this machine, then serves the pool protocol until a head
@@ -50,7 +53,9 @@ func (o *poolServe) run(cmd *cobra.Command, lc link.Config) error {
 	pm, err := stage.NewPoolMember(stage.PoolConfig{
 		Base: base, Identity: head.Identity, Model: cfg, Codecs: codec.Digests(head.Codecs),
 		Describe: wire.Description{Free: uint64(free), DecodeNanos: uint64(speed.DecodeLayer), PrefillNanos: uint64(speed.PrefillLayer), HeadNanos: uint64(speed.Head)},
-		Open:     func(first, last int) (*stage.Part, error) { return openPart(o.modelPath, first, last, o.verify) },
+		Open: func(first, last int) (*stage.Part, error) {
+			return openPart(o.modelPath, first, last, o.verify, o.kvAuto)
+		},
 	})
 	if err != nil {
 		return err
@@ -84,8 +89,9 @@ func probe(path string, nLayers int) (cluster.Speed, error) {
 	return cluster.ProbeSpeed(m.Weights, cluster.ProbeOptions{})
 }
 
-// openPart maps layers [first, last) of the model for an assignment.
-func openPart(path string, first, last int, verify bool) (*stage.Part, error) {
+// openPart loads layers [first, last) of the model for an assignment, and
+// resolves an automatic KV budget (kvAuto) from the memory left after.
+func openPart(path string, first, last int, verify bool, kvAuto func() (int64, error)) (*stage.Part, error) {
 	m, err := loader.Open(path, modelOpts(loader.Options{First: first, Last: last, NoTokenizer: true, Verify: verify}))
 	if err != nil {
 		return nil, err
@@ -95,5 +101,12 @@ func openPart(path string, first, last int, verify bool) (*stage.Part, error) {
 		m.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return &stage.Part{Model: mod, Codecs: m.Codecs, Close: m.Close}, nil
+	part := &stage.Part{Model: mod, Codecs: m.Codecs, Close: m.Close}
+	if kvAuto != nil {
+		if part.KVBudget, err = kvAuto(); err != nil {
+			m.Close()
+			return nil, err
+		}
+	}
+	return part, nil
 }
