@@ -15,7 +15,9 @@ func benchKernelCommands() []*cobra.Command {
 	return []*cobra.Command{newBenchDecodeCmd(), newBenchPrefillCmd(), newBenchThreadsCmd(), newBenchBandwidthCmd(), newBenchLlama2cQ8Cmd(), newBenchToLlama2cCmd()}
 }
 
-const speedMethod = `The model is loaded first (not timed) with no tokenizer. The machine's read
+const speedMethod = `The model is loaded first (not timed) with no tokenizer, its layers and
+classifier copied into huge-page memory as seam serve and seam run do
+(--mmap: read from the file's mapping instead). The machine's read
 bandwidth is measured with the same thread count (unless --bandwidth gives it):
 the threads sum disjoint parts of a 1 GiB buffer with the SIMD dot kernel,
 best of 5 rounds after a warm-up round. GB/s counts the weights one forward
