@@ -93,8 +93,8 @@ func TestJobsRecycledSafely(t *testing.T) {
 	wg.Wait()
 }
 
-// A product on two threads allocates nothing once warm: its job comes
-// from the pool. (testing.AllocsPerRun runs on one P, where the helper
+// A product on two threads allocates about nothing once warm: its job
+// comes from the pool. (testing.AllocsPerRun runs on one P, where the helper
 // often gets the job only after the caller finished it alone and the
 // caller's next call finds the pool empty; so Mallocs are counted over
 // calls on the usual two.)
@@ -117,7 +117,27 @@ func TestMatVecDoesNotAllocate(t *testing.T) {
 		MatVec(out, w, x)
 	}
 	runtime.ReadMemStats(&after)
-	if per := float64(after.Mallocs-before.Mallocs) / calls; per > 0.05 {
-		t.Fatalf("MatVec of %dx%d on 2 threads: %.3f allocations a call, want none", w.Rows, w.Cols, per)
+	// Measured: 0 on a quiet machine, 0.081 in CI with other test
+	// binaries on both cores (a helper that runs late still holds the
+	// last job when the next call starts). A fresh job per call: 1.016.
+	if per := float64(after.Mallocs-before.Mallocs) / calls; per > 0.5 {
+		t.Fatalf("MatVec of %dx%d on 2 threads: %.3f allocations a call, want about none", w.Rows, w.Cols, per)
+	}
+}
+
+// A job goes back to the pool only when its last holder lets go: the
+// caller's unref leaves a job a helper still holds (or has yet to pick
+// up) untouched.
+func TestJobKeptUntilLastHolder(t *testing.T) {
+	j := newJob()
+	j.refs.Add(1) // handed to a helper
+	j.chunks = 5
+	j.unref() // the caller's wait returned
+	if j.chunks != 5 || j.refs.Load() != 1 {
+		t.Fatalf("after the caller's unref: chunks %d, refs %d; want the job untouched with 1 holder", j.chunks, j.refs.Load())
+	}
+	j.unref() // the helper leaves it
+	if j.chunks != 0 || j.refs.Load() != 0 {
+		t.Fatalf("after the last unref: chunks %d, refs %d; want a reset job", j.chunks, j.refs.Load())
 	}
 }
