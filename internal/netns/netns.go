@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package netns builds a small network of Linux network namespaces for
 // tests: one namespace per node, a veth pair per link, and a token-bucket
 // (tbf) bandwidth limit on each end of a link. Latency is not shaped here
