@@ -60,7 +60,10 @@ type Model struct {
 	// Codecs are the boundary codecs attached to a container, by boundary
 	// layer, for the boundaries of the loaded range (its first and last layer).
 	Codecs map[int]*codec.Codec
-	closer io.Closer
+	// Resident is the bytes of weights copied into huge-page memory at
+	// open (0 with Options.Mapped).
+	Resident int64
+	closer   io.Closer
 
 	identity    [32]byte
 	hasIdentity bool
@@ -110,7 +113,7 @@ func Open(path string, opts Options) (*Model, error) {
 			m.Close()
 			return nil, err
 		}
-		m.closer = closers{a, m.closer}
+		m.closer, m.Resident = closers{a, m.closer}, a.Bytes()
 		return m, nil
 	}
 	// Any format's f32 tensors that do not start on a cache line are

@@ -29,6 +29,9 @@ func TestResident(t *testing.T) {
 				t.Fatal(err)
 			}
 			a := mem.closer.(closers)[0].(*mapped.Arena)
+			if mem.Resident != a.Bytes() || mem.Resident == 0 || file.Resident != 0 {
+				t.Errorf("%s layers %v: Resident %d copied (arena %d bytes), %d mapped; want the arena's size and 0", name, r, mem.Resident, a.Bytes(), file.Resident)
+			}
 			fw, mw := file.Weights, mem.Weights
 			var copied int64
 			for i := range mw.Layers {

@@ -129,6 +129,7 @@ loopback experiments; the head must then use --insecure too.`,
 			if err != nil {
 				return err
 			}
+			logLoaded(name, m)
 			// The address line is for scripts and tests that pick port 0.
 			fmt.Fprintf(cmd.OutOrStdout(), "serving layers [%d, %d) of %d as %q on %s\n", a, b, m.Weights.Config.NLayers, name, ln.Addr())
 			return serveUntilSignal(cmd, srv, ln, name)
@@ -151,6 +152,17 @@ loopback experiments; the head must then use --insecure too.`,
 	kv.register(cmd)
 	cmd.MarkFlagRequired("model")
 	return cmd
+}
+
+// logLoaded says how the stage holds its weights.
+func logLoaded(stageName string, m *loader.Model) {
+	w := m.Weights
+	if m.Resident > 0 {
+		slog.Info("weights copied into huge-page memory (--mmap reads them from the file instead)", "stage", stageName, "session", 0,
+			"layers", fmt.Sprintf("[%d, %d)", w.First, w.Last), "bytes", m.Resident)
+		return
+	}
+	slog.Info("weights read from the file's mapping (--mmap)", "stage", stageName, "session", 0, "layers", fmt.Sprintf("[%d, %d)", w.First, w.Last))
 }
 
 // verifyWeights says whether to check the checksums of the range served:

@@ -54,7 +54,7 @@ func (o *poolServe) run(cmd *cobra.Command, lc link.Config) error {
 		Base: base, Identity: head.Identity, Model: cfg, Codecs: codec.Digests(head.Codecs),
 		Describe: wire.Description{Free: uint64(free), DecodeNanos: uint64(speed.DecodeLayer), PrefillNanos: uint64(speed.PrefillLayer), HeadNanos: uint64(speed.Head)},
 		Open: func(first, last int) (*stage.Part, error) {
-			return openPart(o.modelPath, first, last, o.verify, o.kvAuto)
+			return openPart(o.modelPath, o.name, first, last, o.verify, o.kvAuto)
 		},
 	})
 	if err != nil {
@@ -91,7 +91,7 @@ func probe(path string, nLayers int) (cluster.Speed, error) {
 
 // openPart loads layers [first, last) of the model for an assignment, and
 // resolves an automatic KV budget (kvAuto) from the memory left after.
-func openPart(path string, first, last int, verify bool, kvAuto func() (int64, error)) (*stage.Part, error) {
+func openPart(path, stageName string, first, last int, verify bool, kvAuto func() (int64, error)) (*stage.Part, error) {
 	m, err := loader.Open(path, modelOpts(loader.Options{First: first, Last: last, NoTokenizer: true, Verify: verify}))
 	if err != nil {
 		return nil, err
@@ -101,6 +101,7 @@ func openPart(path string, first, last int, verify bool, kvAuto func() (int64, e
 		m.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	logLoaded(stageName, m)
 	part := &stage.Part{Model: mod, Codecs: m.Codecs, Close: m.Close}
 	if kvAuto != nil {
 		if part.KVBudget, err = kvAuto(); err != nil {
