@@ -273,16 +273,48 @@ func (m *Model) layer(sc *Scratch, items []Item, l int, x []float32, n int) {
 	keys, vals := sc.kb[:n*kvDim], sc.vb[:n*kvDim]
 	hb, hb2 := sc.hb[:n*c.HiddenDim], sc.hb2[:n*c.HiddenDim]
 
-	perToken(n, func(t0, t1 int) {
-		for t := t0; t < t1; t++ {
-			kernels.RMSNorm(xb[t*d:(t+1)*d], x[t*d:(t+1)*d], m.attnNorm[l], c.NormEps)
-		}
-	})
+	m.perToken(sc, items, l, x, n, attnNormPart)
 	// One parallel region for the three projections of the same input.
 	kernels.MatMuls([]kernels.Product{{Out: q, W: &w.Wq}, {Out: keys, W: &w.Wk}, {Out: vals, W: &w.Wv}}, xb, n)
-	perToken(n, func(t0, t1 int) {
+	m.perToken(sc, items, l, x, n, ropeStorePart)
+	m.attentionBatch(sc, items, l, q, ao, n)
+	kernels.MatMul(xb2, &w.Wo, ao, n)
+	kernels.Axpy(x, 1, xb2)
+
+	m.perToken(sc, items, l, x, n, ffnNormPart)
+	kernels.MatMuls([]kernels.Product{{Out: hb, W: &w.W1}, {Out: hb2, W: &w.W3}}, xb, n)
+	m.perToken(sc, items, l, x, n, swigluPart)
+	kernels.MatMul(xb2, &w.W2, hb, n)
+	kernels.Axpy(x, 1, xb2)
+}
+
+// tokenPart names a layer's per-token work between its products.
+type tokenPart int
+
+const (
+	attnNormPart  tokenPart = iota // the attention norm, x into xb
+	ropeStorePart                  // biases, q/k norms, RoPE, and the cache stores
+	ffnNormPart                    // the feed-forward norm, x into xb
+	swigluPart                     // SwiGLU of hb and hb2
+)
+
+// tokens does part of layer l for tokens [t0, t1) of the batch, in the
+// scratch buffers layer uses.
+func (m *Model) tokens(sc *Scratch, items []Item, l int, x []float32, part tokenPart, t0, t1 int) {
+	c := &m.W.Config
+	d, qDim, kvDim, h := c.Dim, c.QDim(), c.KVDim(), c.HiddenDim
+	switch part {
+	case attnNormPart, ffnNormPart:
+		norm := m.attnNorm[l]
+		if part == ffnNormPart {
+			norm = m.ffnNorm[l]
+		}
 		for t := t0; t < t1; t++ {
-			qt, kt, vt := q[t*qDim:(t+1)*qDim], keys[t*kvDim:(t+1)*kvDim], vals[t*kvDim:(t+1)*kvDim]
+			kernels.RMSNorm(sc.xb[t*d:(t+1)*d], x[t*d:(t+1)*d], norm, c.NormEps)
+		}
+	case ropeStorePart:
+		for t := t0; t < t1; t++ {
+			qt, kt, vt := sc.q[t*qDim:(t+1)*qDim], sc.kb[t*kvDim:(t+1)*kvDim], sc.vb[t*kvDim:(t+1)*kvDim]
 			if c.QKVBias {
 				kernels.Axpy(qt, 1, m.bq[l])
 				kernels.Axpy(kt, 1, m.bk[l])
@@ -297,21 +329,9 @@ func (m *Model) layer(sc *Scratch, items []Item, l int, x []float32, n int) {
 			m.rope(kt, p)
 			s.kv.store(l-s.First, p, kt, vt)
 		}
-	})
-	m.attentionBatch(sc, items, l, q, ao, n)
-	kernels.MatMul(xb2, &w.Wo, ao, n)
-	kernels.Axpy(x, 1, xb2)
-
-	perToken(n, func(t0, t1 int) {
-		for t := t0; t < t1; t++ {
-			kernels.RMSNorm(xb[t*d:(t+1)*d], x[t*d:(t+1)*d], m.ffnNorm[l], c.NormEps)
-		}
-	})
-	kernels.MatMuls([]kernels.Product{{Out: hb, W: &w.W1}, {Out: hb2, W: &w.W3}}, xb, n)
-	h := c.HiddenDim
-	perToken(n, func(t0, t1 int) { kernels.SwiGLU(hb[t0*h:t1*h], hb2[t0*h:t1*h]) })
-	kernels.MatMul(xb2, &w.W2, hb, n)
-	kernels.Axpy(x, 1, xb2)
+	case swigluPart:
+		kernels.SwiGLU(sc.hb[t0*h:t1*h], sc.hb2[t0*h:t1*h])
+	}
 }
 
 // perTokenMin is the fewest tokens for which a layer's per-token work
@@ -322,18 +342,19 @@ func (m *Model) layer(sc *Scratch, items []Item, l int, x []float32, n int) {
 // would save.
 const perTokenMin = 8
 
-// perToken calls f on consecutive ranges of the n tokens, covering each
-// once: on the caller alone for few tokens, else over the kernels'
-// threads. Every token's values are computed alone, so the split changes
-// no bit.
-func perToken(n int, f func(t0, t1 int)) {
+// perToken does part of layer l for the batch's n tokens: on the caller
+// alone for few tokens, else over the kernels' threads in consecutive
+// ranges. Every token's values are computed alone, so the split changes
+// no bit. The part is named rather than passed as a closure so that a
+// decode token, which never splits, allocates nothing here.
+func (m *Model) perToken(sc *Scratch, items []Item, l int, x []float32, n int, part tokenPart) {
 	threads := kernels.Threads()
 	if n < perTokenMin || threads == 1 {
-		f(0, n)
+		m.tokens(sc, items, l, x, part, 0, n)
 		return
 	}
 	parts := min(threads, n)
-	kernels.Parallel(parts, parts, func(_, i int) { f(i*n/parts, (i+1)*n/parts) })
+	kernels.Parallel(parts, parts, func(_, i int) { m.tokens(sc, items, l, x, part, i*n/parts, (i+1)*n/parts) })
 }
 
 // normHeads RMS-normalises every head of v (all tokens' heads side by side,
