@@ -74,9 +74,13 @@ loopback experiments; the head must then use --insecure too.`,
 				return err
 			}
 			if layers == "" {
-				kvBudget, err := kv.bytes(name)
-				if err != nil {
-					return err
+				// An automatic budget is resolved once an assignment's
+				// weights are loaded (kvAuto); a given one now.
+				var kvBudget int64
+				if !kv.auto() {
+					if kvBudget, err = kv.bytes(name); err != nil {
+						return err
+					}
 				}
 				if cmd.Flags().Changed("max-sessions") {
 					return fmt.Errorf("--max-sessions: a pool member holds as many sessions as the head's plan budgets for (seam run --pool --sessions N)")
