@@ -27,14 +27,7 @@ const alignLine = 64
 // is left mapped: a token reads one row of it.
 func alignF32(w *model.Weights) (*copies, error) {
 	cs := &copies{}
-	var ts []*tensor.Tensor
-	for i := w.First; i < w.Last; i++ {
-		ts = append(ts, w.Layers[i].Tensors()...)
-	}
-	if w.HasHead() {
-		ts = append(ts, &w.FinalNorm, &w.Output)
-	}
-	for _, t := range ts {
+	for _, t := range held(w) {
 		if t.Type != tensor.F32 || len(t.Data) == 0 || uintptr(unsafe.Pointer(&t.Data[0]))%alignLine == 0 {
 			continue
 		}
@@ -67,4 +60,18 @@ func (cs closers) Close() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// held lists what a forward pass over w's range streams every token: the
+// nine tensors of each held layer, and the final norm and classifier when
+// the range ends the model.
+func held(w *model.Weights) []*tensor.Tensor {
+	var ts []*tensor.Tensor
+	for i := w.First; i < w.Last; i++ {
+		ts = append(ts, w.Layers[i].Tensors()...)
+	}
+	if w.HasHead() {
+		ts = append(ts, &w.FinalNorm, &w.Output)
+	}
+	return ts
 }

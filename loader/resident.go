@@ -5,7 +5,6 @@ import (
 
 	"github.com/seamlm/seam/mapped"
 	"github.com/seamlm/seam/model"
-	"github.com/seamlm/seam/tensor"
 )
 
 // copyPiece is how much of a tensor resident copies before releasing the
@@ -21,14 +20,10 @@ const copyPiece = 4 << 20
 // would zero it): RoPE frequency factors, which a GGUF reader may compute
 // into the heap, are left where they are (one small vector a layer).
 func resident(path string, w *model.Weights) (*mapped.Arena, error) {
-	var ts []*tensor.Tensor
+	ts := held(w)
 	for i := w.First; i < w.Last; i++ {
 		l := &w.Layers[i]
-		ts = append(ts, l.Tensors()...)
-		ts = append(ts, &l.Bq, &l.Bk, &l.Bv, &l.QNorm, &l.KNorm)
-	}
-	if w.HasHead() {
-		ts = append(ts, &w.FinalNorm, &w.Output)
+		ts = append(ts, &l.Bq, &l.Bk, &l.Bv, &l.QNorm, &l.KNorm) // empty unless the config has them
 	}
 	var bufs []*[]byte
 	for _, t := range ts {
