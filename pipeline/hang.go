@@ -47,24 +47,30 @@ func (e *LostError) Unwrap() error { return e.Err }
 // compute. Stages of generation 1 cannot be pinged and are not watched.
 func (c *Chain) watch() {
 	hang := c.opts.Hang
-	t := time.NewTicker(max(hang/8, 5*time.Millisecond))
+	tick := max(hang/8, 5*time.Millisecond)
+	t := time.NewTicker(tick)
 	defer t.Stop()
+	clock := watchClock{late: 4 * tick, last: time.Now()}
 	for {
 		select {
 		case <-c.done:
 			return
 		case <-t.C:
 		}
+		now := time.Now()
+		if late := clock.tick(now); late > 0 {
+			c.log.Warn("hang watch ran late: the head was starved of CPU; stages get a full --hang from now before any is declared hung",
+				"session", 0, "stage", "head", "late", late.String(), "hang", hang.String())
+		}
 		oldest, busy := c.oldestWaiter()
 		if !busy {
 			continue
 		}
-		now := time.Now()
 		for _, sc := range c.stages {
 			if sc.gen < wire.PingGeneration {
 				continue
 			}
-			quiet := now.Sub(later(time.Unix(0, sc.heard.Load()), oldest))
+			quiet := clock.quiet(now, time.Unix(0, sc.heard.Load()), oldest)
 			switch {
 			case quiet > hang:
 				err := &HangError{Index: sc.index, Stage: sc.String(), Quiet: quiet, After: hang}
@@ -78,6 +84,42 @@ func (c *Chain) watch() {
 			}
 		}
 	}
+}
+
+// watchClock is the hang watch's sense of time. A stage is judged only on
+// silence the watch itself saw. When a tick comes more than four ticks
+// after the one before (half the threshold, or 20 ms for thresholds under
+// 40 ms), the head's process was starved of CPU: its goroutines, the
+// readers of the stages' frames among them, did not run, so the silence
+// before that tick proves nothing about the stages, and it counts from the
+// tick instead. Four ticks, not one: a loaded machine delays timers by some
+// milliseconds without starving anything. A head so starved that every
+// tick comes that late cannot judge its stages at all, and logs each late
+// tick. (A CI run once declared an idle stage hung after "7.48s" of silence
+// with a 400 ms threshold: the watch had not run for seconds, and its first
+// tick back saw the whole gap at once.)
+type watchClock struct {
+	late    time.Duration // a tick this long after the last one came late
+	last    time.Time     // the previous tick
+	resumed time.Time     // the last tick that came late
+}
+
+// tick records a tick at now and returns how late it came (0 when in
+// time).
+func (w *watchClock) tick(now time.Time) time.Duration {
+	gap := now.Sub(w.last)
+	w.last = now
+	if gap <= w.late {
+		return 0
+	}
+	w.resumed = now
+	return gap - w.late
+}
+
+// quiet is how long a stage last heard from at heard has been silent while
+// a request sent at oldest waited, as the watch saw it.
+func (w *watchClock) quiet(now, heard, oldest time.Time) time.Duration {
+	return now.Sub(later(later(heard, oldest), w.resumed))
 }
 
 // oldestWaiter is when the longest-waiting request was sent.
