@@ -13,7 +13,7 @@ import (
 
 type apiFlags struct {
 	modelPath, tokPath, listen, name string
-	maxConcurrent, queue             int
+	maxConcurrent, queue, threads    int
 	maxBody                          int64
 	poll                             time.Duration
 	split                            splitFlags
@@ -58,6 +58,7 @@ them; nothing that changes the answer is silently ignored. See docs/api.md.`,
 	fl.IntVar(&f.queue, "queue", api.DefaultQueue, "requests waiting for a slot beyond --max-concurrent; more get 429")
 	fl.Int64Var(&f.maxBody, "max-body", api.DefaultMaxBody, "largest request body in bytes; larger gets 413")
 	fl.DurationVar(&f.poll, "poll", 500*time.Millisecond, "how often the head pings every stage (status, metrics, re-dial)")
+	addThreadsFlag(fl, &f.threads)
 	f.split.register(cmd)
 	f.kv.register(cmd)
 	cmd.MarkFlagRequired("model")
@@ -65,6 +66,9 @@ them; nothing that changes the answer is silently ignored. See docs/api.md.`,
 }
 
 func runAPI(cmd *cobra.Command, f *apiFlags) error {
+	if err := applyThreads(f.threads); err != nil {
+		return err
+	}
 	if f.maxConcurrent < 1 || f.queue < 0 || f.maxBody < 1 {
 		return fmt.Errorf("--max-concurrent %d, --queue %d, --max-body %d: want >= 1, >= 0, >= 1", f.maxConcurrent, f.queue, f.maxBody)
 	}

@@ -17,6 +17,7 @@ import (
 func newBenchServeCmd() *cobra.Command {
 	var (
 		modelPath, tokPath, counts string
+		threads                    int
 		setup                      bench.ServeSetup
 		wireName                   string
 		o                          bench.ServeOptions
@@ -45,6 +46,9 @@ GB/s of weights they streamed. Model loading is not timed.`,
   seam bench serve --model model.seam --split 3 --streams 1,8 --link-mbps 100 --link-latency-ms 10 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := applyThreads(threads); err != nil {
+				return err
+			}
 			var list []int
 			for _, f := range strings.Split(counts, ",") {
 				n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -127,6 +131,7 @@ GB/s of weights they streamed. Model loading is not timed.`,
 	fl.StringVar(&wireName, "wire", "", "with --split: the activation encoding between the stages: f32 (default), f16, q8, q5, q4, or lowrank (the container's codecs)")
 	fl.IntVar(&setup.Split, "split", 0, "run through N in-process stages on loopback (0: the whole model in this process, batched)")
 	fl.StringVar(&counts, "streams", "1,4,16", "concurrent stream counts to run, one after the other")
+	addThreadsFlag(fl, &threads)
 	fl.IntVar(&o.Prompt, "prompt", 16, "prompt tokens per stream")
 	fl.IntVarP(&o.Output, "tokens", "n", 64, "tokens each stream generates")
 	fl.IntVar(&o.LongPrompt, "long-prompt", 0, "also run each stream count with one more stream, a prompt of this many tokens arriving when the first stream is half way: how much a long prompt costs the others")

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/seamlm/seam/internal/testmodels"
+	"github.com/seamlm/seam/kernels"
 	"github.com/seamlm/seam/llama2c"
 	"github.com/seamlm/seam/loader"
 	"github.com/seamlm/seam/model"
@@ -68,6 +69,43 @@ func TestMmapFlag(t *testing.T) {
 		want := len(args) == 2
 		if got := modelOpts(loader.Options{}).Mapped; got != want {
 			t.Errorf("seam %v: Mapped %v, want %v", args, got, want)
+		}
+	}
+}
+
+// --threads sets the kernels' worker count of a command that runs a model
+// (the text does not change: every thread count gives the same bits), and a
+// count out of range is refused by name.
+func TestThreadsFlag(t *testing.T) {
+	prev := kernels.Threads()
+	t.Cleanup(func() { kernels.SetThreads(prev) })
+	dir := testmodels.Dir(t)
+	want, err := os.ReadFile(filepath.Join(dir, testmodels.GreedyOnceUpon))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kernels.SetThreads(2)
+	got, err := seam(t, "run", "--model", filepath.Join(dir, testmodels.Stories260KGGUF), "--threads", "1", "-n", "256", "--temperature", "0", "Once upon a time")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != string(want) {
+		t.Errorf("--threads 1: output differs from %s:\n got: %q\nwant: %q", testmodels.GreedyOnceUpon, got, want)
+	}
+	if n := kernels.Threads(); n != 1 {
+		t.Errorf("after --threads 1 the kernels use %d threads", n)
+	}
+	for _, args := range [][]string{
+		{"run", "--model", "x.gguf", "--threads", "-1", "hi"},
+		{"serve", "--model", "x.gguf", "--layers", "0:1", "--threads", "2000"},
+		{"api", "--model", "x.gguf", "--threads", "-3"},
+		{"score", "--model", "x.gguf", "--text", "hi", "--threads", "-1"},
+		{"bench", "serve", "--model", "x.gguf", "--threads", "-1"},
+		{"bench", "decode", "--model", "x.gguf", "--threads", "-1"},
+	} {
+		_, err := seam(t, args...)
+		if err == nil || !strings.Contains(err.Error(), "--threads") {
+			t.Errorf("seam %v: %v, want a refusal naming --threads", args, err)
 		}
 	}
 }

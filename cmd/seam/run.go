@@ -18,6 +18,7 @@ import (
 func newRunCmd() *cobra.Command {
 	var (
 		modelPath, tokPath string
+		threads            int
 		sf                 samplingFlags
 		split              splitFlags
 	)
@@ -46,6 +47,9 @@ prints the speeds so far.`,
   seam run --model model.seam --stages 10.0.0.2:7070,10.0.0.3:7070 "Once upon a time"`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := applyThreads(threads); err != nil {
+				return err
+			}
 			prompt := strings.Join(args, " ")
 			smp, err := sf.sampler()
 			if err != nil {
@@ -73,6 +77,7 @@ prints the speeds so far.`,
 	}
 	cmd.Flags().StringVar(&modelPath, "model", "", "model: GGUF file, llama2.c checkpoint or container directory (required)")
 	cmd.Flags().StringVar(&tokPath, "tokenizer", "", "llama2.c tokenizer file (required for llama2.c checkpoints)")
+	addThreadsFlag(cmd.Flags(), &threads)
 	cmd.MarkFlagRequired("model")
 	sf.register(cmd, 256)
 	split.register(cmd)

@@ -12,6 +12,7 @@ import (
 
 func newScoreCmd() *cobra.Command {
 	var modelPath, tokPath, text, file string
+	var threads int
 	var asJSON, perToken bool
 	cmd := &cobra.Command{
 		Use:   "score --model PATH (--text TEXT | --file F) [--json [--per-token]]",
@@ -29,6 +30,9 @@ next token (null at the last position). Compare it position by position with
 another engine (llama.cpp, transformers) to check that a GGUF runs the same.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := applyThreads(threads); err != nil {
+				return err
+			}
 			if (text == "") == (file == "") {
 				return fmt.Errorf("give exactly one of --text or --file")
 			}
@@ -59,6 +63,7 @@ another engine (llama.cpp, transformers) to check that a GGUF runs the same.`,
 	cmd.Flags().StringVar(&tokPath, "tokenizer", "", "llama2.c tokenizer file (required for llama2.c checkpoints)")
 	cmd.Flags().StringVar(&text, "text", "", "text to score")
 	cmd.Flags().StringVar(&file, "file", "", "file whose contents to score")
+	addThreadsFlag(cmd.Flags(), &threads)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	cmd.Flags().BoolVar(&perToken, "per-token", false, `with --json: add "per_token", the id, argmax and next-token log-probability of every position`)
 	cmd.MarkFlagRequired("model")

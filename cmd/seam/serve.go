@@ -19,7 +19,7 @@ func newServeCmd() *cobra.Command {
 		modelPath, layers, listen, name string
 		timeout, heartbeat              time.Duration
 		allowDown                       []string
-		maxSessions, maxConns           int
+		maxSessions, maxConns, threads  int
 		lf                              limitFlags
 		verify                          bool
 		linkMbps, linkLatMs             float64
@@ -53,6 +53,9 @@ loopback experiments; the head must then use --insecure too.`,
   seam serve --model model.seam --listen :7070 --key stage2.key --trust cluster.trust --memory 6GiB`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := applyThreads(threads); err != nil {
+				return err
+			}
 			lc, err := linkConfig(linkMbps, linkLatMs)
 			if err != nil {
 				return err
@@ -143,6 +146,7 @@ loopback experiments; the head must then use --insecure too.`,
 	cmd.Flags().StringVar(&layers, "layers", "", "layer range A:B to serve, 0 <= A < B <= n_layers (default: join a pool and let a head assign one)")
 	cmd.Flags().StringVar(&memory, "memory", "", "pool member: memory to offer for weights and KV caches, e.g. 6GiB (default: what the system has available)")
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:7070", "address to listen on")
+	addThreadsFlag(cmd.Flags(), &threads)
 	cmd.Flags().StringVar(&name, "name", "", "stage name in messages (default host[A:B])")
 	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "bound on each write and on the downstream handshake")
 	cmd.Flags().DurationVar(&heartbeat, "heartbeat", stage.DefaultHeartbeat, "while computing a frame, tell its head this often that the stage is alive (a head declares a stage hung after its --hang of silence; keep this a few times shorter)")
