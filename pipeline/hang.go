@@ -50,7 +50,7 @@ func (c *Chain) watch() {
 	tick := max(hang/8, 5*time.Millisecond)
 	t := time.NewTicker(tick)
 	defer t.Stop()
-	clock := watchClock{late: 4 * tick, last: time.Now()}
+	clock := watchClock{every: tick, last: time.Now()}
 	for {
 		select {
 		case <-c.done:
@@ -99,21 +99,22 @@ func (c *Chain) watch() {
 // with a 400 ms threshold: the watch had not run for seconds, and its first
 // tick back saw the whole gap at once.)
 type watchClock struct {
-	late    time.Duration // a tick this long after the last one came late
+	every   time.Duration // the ticks' period
 	last    time.Time     // the previous tick
 	resumed time.Time     // the last tick that came late
 }
 
-// tick records a tick at now and returns how late it came (0 when in
-// time).
+// tick records a tick at now. When it came more than four ticks after the
+// previous one it returns how late it came (the gap less one period);
+// otherwise 0.
 func (w *watchClock) tick(now time.Time) time.Duration {
 	gap := now.Sub(w.last)
 	w.last = now
-	if gap <= w.late {
+	if gap <= 4*w.every {
 		return 0
 	}
 	w.resumed = now
-	return gap - w.late
+	return gap - w.every
 }
 
 // quiet is how long a stage last heard from at heard has been silent while

@@ -12,7 +12,7 @@ import (
 func TestWatchClockDiscountsItsOwnStarvation(t *testing.T) {
 	const hang, tick = 400 * time.Millisecond, 50 * time.Millisecond
 	t0 := time.Unix(1000, 0)
-	w := watchClock{late: 4 * tick, last: t0}
+	w := watchClock{every: tick, last: t0}
 	heard, oldest := t0, t0 // the request went out, the stage last spoke, at t0
 	at := func(d time.Duration) time.Time { return t0.Add(d) }
 
@@ -27,7 +27,7 @@ func TestWatchClockDiscountsItsOwnStarvation(t *testing.T) {
 	}
 	// The watch does not run for 7.4 s; its first tick back is at +7.6 s.
 	back := at(7600 * time.Millisecond)
-	if late, want := w.tick(back), 7400*time.Millisecond-4*tick; late != want {
+	if late, want := w.tick(back), 7400*time.Millisecond-tick; late != want {
 		t.Fatalf("tick after a 7.4 s gap: late by %v, want %v", late, want)
 	}
 	if q := w.quiet(back, heard, oldest); q != 0 {
