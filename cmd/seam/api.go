@@ -75,6 +75,9 @@ func runAPI(cmd *cobra.Command, f *apiFlags) error {
 	if err := f.split.validate(cmd); err != nil {
 		return err
 	}
+	if err := f.kv.check(); err != nil {
+		return err
+	}
 	if n := f.kv.changed(cmd); n != "" && f.split.active() {
 		return fmt.Errorf("--%s sizes the model run in this process; with stages give it to each 'seam serve'", n)
 	}

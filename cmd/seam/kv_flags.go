@@ -36,20 +36,40 @@ func (f *kvFlags) changed(cmd *cobra.Command) string {
 // auto reports whether --kv-budget is auto.
 func (f *kvFlags) auto() bool { return f.budget == "auto" }
 
+// check refuses a --kv-budget that is neither auto nor a size before any
+// weights load (auto is resolved only after: bytes).
+func (f *kvFlags) check() error {
+	if f.auto() {
+		return nil
+	}
+	if _, err := cluster.ParseSize(f.budget); err != nil {
+		return fmt.Errorf("--kv-budget: %w", err)
+	}
+	return nil
+}
+
+// availableMemory is cluster.AvailableMemory; tests replace it.
+var availableMemory = cluster.AvailableMemory
+
 // bytes resolves --kv-budget for who (in the log).
 func (f *kvFlags) bytes(who string) (int64, error) {
-	if f.budget != "auto" {
+	if !f.auto() {
 		b, err := cluster.ParseSize(f.budget)
 		if err != nil {
 			return 0, fmt.Errorf("--kv-budget: %w", err)
 		}
 		return b, nil
 	}
-	avail, err := cluster.AvailableMemory()
+	avail, err := availableMemory()
 	if err != nil {
 		return 0, fmt.Errorf("--kv-budget auto: %w (give a size)", err)
 	}
 	b := avail / 2
+	if b < 1 {
+		// A budget of 0 would mean no limit at all: the opposite of what
+		// a machine with no memory left needs.
+		return 0, fmt.Errorf("--kv-budget auto: the system reports %d bytes available once the weights are loaded, so there is nothing to give the KV caches (give a size)", avail)
+	}
 	slog.Info("KV cache budget: half the memory available", "session", 0, "stage", who, "budget_bytes", b, "available_bytes", avail)
 	return b, nil
 }

@@ -72,6 +72,9 @@ loopback experiments; the head must then use --insecure too.`,
 			if err := lf.check(); err != nil {
 				return err
 			}
+			if err := kv.check(); err != nil {
+				return err
+			}
 			ac, err := af.config("stage", name)
 			if err != nil {
 				return err
