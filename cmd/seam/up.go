@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/seamlm/seam/api"
+	"github.com/seamlm/seam/batch"
 	"github.com/seamlm/seam/cluster"
 	"github.com/spf13/cobra"
 )
@@ -76,6 +77,7 @@ func upFlags(f *cluster.File) (*apiFlags, error) {
 	af := &apiFlags{modelPath: f.Model, tokPath: f.Tokenizer, listen: listen,
 		maxConcurrent: api.DefaultMaxConcurrent, queue: api.DefaultQueue, maxBody: api.DefaultMaxBody, poll: 500 * time.Millisecond}
 	af.split.wireName, af.split.timeout = "f32", 30*time.Second
+	af.kv = kvFlags{budget: "auto", chunk: batch.DefaultChunk} // seam api's defaults; the pool's stages size their own
 	af.split.pool = poolFlags{pool: strings.Join(addrs, ","), maxKL: f.MaxKL, sessions: f.Sessions, measureKL: f.MeasureKL}
 	if af.split.pool.sessions == 0 {
 		af.split.pool.sessions = 4
