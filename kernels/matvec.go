@@ -65,13 +65,17 @@ var threads atomic.Int32
 
 func init() { threads.Store(int32(runtime.GOMAXPROCS(0))) }
 
+// MaxThreads is the most goroutines the kernels use; SetThreads caps
+// larger counts to it.
+const MaxThreads = 1024
+
 // SetThreads sets how many goroutines MatVec uses, the caller's included.
 // n < 1 restores the default, runtime.GOMAXPROCS(0). Results do not depend on it.
 func SetThreads(n int) {
 	if n < 1 {
 		n = runtime.GOMAXPROCS(0)
 	}
-	threads.Store(int32(min(n, 1024)))
+	threads.Store(int32(min(n, MaxThreads)))
 }
 
 // Threads returns the number of goroutines MatVec uses.

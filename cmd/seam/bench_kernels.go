@@ -43,8 +43,8 @@ func (f *speedFlags) add(cmd *cobra.Command) {
 
 // run loads the model, runs measure on it and prints the result.
 func (f *speedFlags) run(cmd *cobra.Command, measure func(*loader.Model, bench.SpeedOptions) (bench.Speed, error)) error {
-	if f.threads < 0 || f.threads > maxThreads {
-		return fmt.Errorf("--threads %d: want 0 (every core) to %d", f.threads, maxThreads)
+	if err := checkThreads(f.threads); err != nil { // the measurement sets the count itself
+		return err
 	}
 	m, err := loader.Open(f.model, modelOpts(loader.Options{NoTokenizer: true}))
 	if err != nil {
