@@ -44,14 +44,10 @@ func NewArena(sizes []int) (*Arena, [][]byte, error) {
 	if total == 0 {
 		return &Arena{}, out, nil
 	}
-	m, err := mmap.MapRegion(nil, total+SlabBytes, mmap.COPY, mmap.ANON, 0) // COPY: private, which huge pages need
+	m, base, err := mapHuge(total)
 	if err != nil {
 		return nil, nil, fmt.Errorf("arena: mapping %d bytes: %w", total, err)
 	}
-	addr := uintptr(unsafe.Pointer(&m[0]))
-	off := int((SlabBytes - addr%SlabBytes) % SlabBytes)
-	base := m[off : off+total : off+total]
-	adviseHuge(base)
 	pos := 0
 	for i, n := range sizes {
 		pos = (pos + arenaAlign - 1) &^ (arenaAlign - 1)

@@ -183,14 +183,11 @@ func (a *Blocks) Put(b []byte) {
 }
 
 func (a *Blocks) newSlab() (*slab, error) {
-	m, err := mmap.MapRegion(nil, a.slab+SlabBytes, mmap.COPY, mmap.ANON, 0) // COPY: private, which huge pages need
+	m, base, err := mapHuge(a.slab)
 	if err != nil {
 		return nil, fmt.Errorf("mapping a slab of %d bytes for blocks of %d: %w", a.slab, a.size, err)
 	}
-	addr := uintptr(unsafe.Pointer(&m[0]))
-	off := int((SlabBytes - addr%SlabBytes) % SlabBytes)
-	s := &slab{m: m, base: m[off : off+a.slab : off+a.slab]}
-	adviseHuge(s.base)
+	s := &slab{m: m, base: base}
 	s.busy = make([]uint64, (a.perSlab+63)/64)
 	s.released = make([]uint64, (a.perSlab+63)/64)
 	for i := a.perSlab - 1; i >= 0; i-- {
