@@ -86,6 +86,7 @@ func Decode(w *model.Weights, opts DecodeOptions) (Speed, error) {
 	if err != nil {
 		return Speed{}, err
 	}
+	defer s.Release() // its KV blocks back to their allocator now, not when collected
 	restore := setThreads(opts.Threads)
 	defer restore()
 	res := Speed{Mode: "decode", Threads: kernels.Threads(), SIMD: kernels.SIMD(), WeightBytes: WeightBytes(w)}

@@ -43,6 +43,7 @@ func Prefill(w *model.Weights, opts PrefillOptions) (Speed, error) {
 	if err != nil {
 		return Speed{}, err
 	}
+	defer s.Release() // its KV blocks back to their allocator now, not when collected
 	restore := setThreads(opts.Threads)
 	defer restore()
 	res := Speed{Mode: "prefill", Threads: kernels.Threads(), SIMD: kernels.SIMD(), WeightBytes: WeightBytes(w)}
