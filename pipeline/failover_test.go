@@ -315,11 +315,15 @@ func TestFailureWithoutReplicaNamesTheStage(t *testing.T) {
 // case the heartbeats exist for.
 func TestHeartbeatsCoverALongPrefill(t *testing.T) {
 	cfg := synth.WideConfig()
-	// A prompt of 1535 tokens, about 3.7 s of prefill when this was
+	// A prompt of up to 1535 tokens, about 3.7 s of prefill when this was
 	// written (11 s under the race detector) and 2.1-2.2 s on 2026-12-04
 	// with the per-token work of a batch on both threads: over the 1.2 s
 	// (3x the threshold) the test needs to show anything, which it checks. (511 tokens took 0.56 to 0.72 s; 1023 about 1.6 s;
-	// 2047 5.4 s, 16.5 s under the race detector.)
+	// 2047 5.4 s, 16.5 s under the race detector.) Without the SIMD
+	// kernels (SEAM_SIMD=none) prefill is ten times slower or more, and
+	// 1535 tokens outlasted the 30 s request timeout; so a first prefill
+	// of 255 tokens times this machine, and the prompt is cut to what
+	// should take about 3 s at that speed.
 	cfg.SeqLen = 1536
 	w, err := synth.Weights(cfg, 5)
 	if err != nil {
@@ -335,6 +339,7 @@ func TestHeartbeatsCoverALongPrefill(t *testing.T) {
 	// busy, and in CI other test binaries share them too (at 200 ms one run
 	// declared the idle stage hung).
 	const hang = 400 * time.Millisecond
+	const probe = 255
 	for _, beat := range []time.Duration{25 * time.Millisecond, -1} {
 		local, err := stage.StartLocal(w, [][2]int{{0, 3}, {3, 4}}, stage.Config{Identity: id, Timeout: 30 * time.Second, Logger: quiet, Heartbeat: beat}, nil)
 		if err != nil {
@@ -343,6 +348,9 @@ func TestHeartbeatsCoverALongPrefill(t *testing.T) {
 		c, err := Dial(context.Background(), local.Addrs, Options{Identity: id, Config: cfg, Timeout: 30 * time.Second, Hang: hang, Logger: quiet})
 		if err != nil {
 			t.Fatal(err)
+		}
+		if beat > 0 && len(tokens) == cfg.SeqLen-1 {
+			tokens = tokens[:sizePrompt(t, c, tokens, probe, 3*time.Second)]
 		}
 		sess, err := c.NewSession(context.Background())
 		if err != nil {
@@ -369,6 +377,27 @@ func TestHeartbeatsCoverALongPrefill(t *testing.T) {
 		}
 		t.Logf("without heartbeats: %v", err)
 	}
+}
+
+// sizePrompt times a prefill of the first probe tokens in a session of its
+// own and returns how many tokens (at least probe, at most all) should take
+// about target at that speed, counted linearly: a longer prompt's attention
+// makes it slower, not faster, so the real prefill takes at least as long.
+func sizePrompt(t *testing.T, c *Chain, tokens []int, probe int, target time.Duration) int {
+	t.Helper()
+	sess, err := c.NewSession(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	t0 := time.Now()
+	if _, err := sess.ForwardArgmax(context.Background(), tokens[:probe], 0); err != nil {
+		t.Fatalf("timing a %d-token prefill: %v", probe, err)
+	}
+	took := time.Since(t0)
+	n := min(len(tokens), max(probe, int(float64(probe)*float64(target)/float64(took))))
+	t.Logf("a %d-token prefill took %v: the prompt is %d tokens", probe, took.Round(time.Millisecond), n)
+	return n
 }
 
 // ParsePositions reads replicas with '|' and refuses what it cannot use.
