@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"math"
 	"runtime"
 	"slices"
 	"sync"
@@ -110,18 +111,29 @@ func TestMatVecDoesNotAllocate(t *testing.T) {
 	for range 100 {
 		MatVec(out, w, x)
 	}
-	const calls = 1000
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	for range calls {
-		MatVec(out, w, x)
-	}
-	runtime.ReadMemStats(&after)
 	// Measured: 0 on a quiet machine, 0.081 in CI with other test
 	// binaries on both cores (a helper that runs late still holds the
-	// last job when the next call starts). A fresh job per call: 1.016.
-	if per := float64(after.Mallocs-before.Mallocs) / calls; per > 0.5 {
-		t.Fatalf("MatVec of %dx%d on 2 threads: %.3f allocations a call, want about none", w.Rows, w.Cols, per)
+	// last job when the next call starts), and once 0.502 in a purego run
+	// of the whole suite: a helper the system keeps off its CPU for a
+	// while leaves every job handed to it meanwhile queued, and each of
+	// those calls takes a fresh one. So the test counts three rounds and
+	// judges the best: a fresh job per call (1.016 a call) shows in every
+	// round.
+	const calls, rounds = 1000, 3
+	best := math.Inf(1)
+	for range rounds {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for range calls {
+			MatVec(out, w, x)
+		}
+		runtime.ReadMemStats(&after)
+		per := float64(after.Mallocs-before.Mallocs) / calls
+		t.Logf("MatVec of %dx%d on 2 threads: %.3f allocations a call", w.Rows, w.Cols, per)
+		best = min(best, per)
+	}
+	if best > 0.5 {
+		t.Fatalf("MatVec of %dx%d on 2 threads: at best %.3f allocations a call over %d rounds, want about none", w.Rows, w.Cols, best, rounds)
 	}
 }
 
