@@ -42,10 +42,17 @@ func (f *kvFlags) check() error {
 	if f.auto() {
 		return nil
 	}
-	if _, err := cluster.ParseSize(f.budget); err != nil {
-		return fmt.Errorf("--kv-budget: %w", err)
+	_, err := f.size()
+	return err
+}
+
+// size is a --kv-budget that is not auto, in bytes.
+func (f *kvFlags) size() (int64, error) {
+	b, err := cluster.ParseSize(f.budget)
+	if err != nil {
+		return 0, fmt.Errorf("--kv-budget: %w", err)
 	}
-	return nil
+	return b, nil
 }
 
 // availableMemory is cluster.AvailableMemory; tests replace it.
@@ -54,11 +61,7 @@ var availableMemory = cluster.AvailableMemory
 // bytes resolves --kv-budget for who (in the log).
 func (f *kvFlags) bytes(who string) (int64, error) {
 	if !f.auto() {
-		b, err := cluster.ParseSize(f.budget)
-		if err != nil {
-			return 0, fmt.Errorf("--kv-budget: %w", err)
-		}
-		return b, nil
+		return f.size()
 	}
 	avail, err := availableMemory()
 	if err != nil {
