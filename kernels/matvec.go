@@ -300,7 +300,7 @@ type job struct {
 	next      atomic.Int64        // next chunk to claim
 	remaining atomic.Int64        // chunks not yet finished
 	mu        sync.Mutex
-	done      *sync.Cond // signalled when remaining reaches 0 and someone parked
+	done      sync.Cond // signalled when remaining reaches 0 and someone parked; L is &mu
 	parked    bool
 	fault     any          // the first memory fault a helper met (see catchFault), under mu
 	refs      atomic.Int32 // holders: the caller, and each helper it was handed to
@@ -487,7 +487,7 @@ func (j *job) wait() {
 	for !spinUntil(func() bool { return j.remaining.Load() == 0 }) {
 		if time.Now().After(deadline) {
 			j.mu.Lock()
-			j.done = sync.NewCond(&j.mu)
+			j.done.L = &j.mu // set here, not allocated: a pooled job parks without allocating
 			j.parked = true
 			for j.remaining.Load() > 0 {
 				j.done.Wait()
