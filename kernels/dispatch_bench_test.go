@@ -90,6 +90,49 @@ func BenchmarkDecodeProducts(b *testing.B) {
 	}
 }
 
+// BenchmarkRowPrefetch compares BenchmarkDecodeProducts' token with and
+// without the row kernels' prefetches (rowPrefetch and startPrefetch, both
+// on or both off): the two run in turn,
+// token by token, the first of each pair alternating, so that a shared
+// machine's drift moves both sides alike. The speed-up metric is the time
+// without over the time with; ns/op is one pair of tokens.
+func BenchmarkRowPrefetch(b *testing.B) {
+	defer SetThreads(0)
+	defer func(r, s int64) { rowPrefetch, startPrefetch = r, s }(rowPrefetch, startPrefetch)
+	row, start := rowPrefetch, startPrefetch
+	for _, typ := range []tensor.DType{tensor.Q4_0, tensor.Q8_0, tensor.Q4_K} {
+		token := decodeProducts(typ)
+		for _, th := range []int{1, 2} {
+			b.Run(fmt.Sprintf("%s/threads=%d", typ, th), func(b *testing.B) {
+				SetThreads(th)
+				for range 3 {
+					token()
+				}
+				var with, without time.Duration
+				i := int64(0)
+				for b.Loop() {
+					for k := range int64(2) {
+						on := (i+k)%2 == 1
+						rowPrefetch, startPrefetch = 0, 0
+						if on {
+							rowPrefetch, startPrefetch = row, start
+						}
+						t0 := time.Now()
+						token()
+						if on {
+							with += time.Since(t0)
+						} else {
+							without += time.Since(t0)
+						}
+					}
+					i++
+				}
+				b.ReportMetric(float64(without)/float64(with), "speed-up")
+			})
+		}
+	}
+}
+
 // decodeProducts builds the weights of BenchmarkDecodeProducts and returns
 // one token's products over them.
 func decodeProducts(typ tensor.DType) func() {

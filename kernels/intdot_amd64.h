@@ -29,21 +29,63 @@
 
 // The arguments of every row kernel:
 // func(w unsafe.Pointer, stride, rows int, x *actView, out *float32).
-// SI: row 0, R10: rows, R11: x, R12: out.
+// SI: row 0, R10: rows, R11: x, R12: out; and the first rows asked for
+// (START_PREFETCH).
 #define ROWS_ARGS \
 	MOVQ w+0(FP), SI; \
 	MOVQ rows+16(FP), R10; \
 	MOVQ x+24(FP), R11; \
-	MOVQ out+32(FP), R12
+	MOVQ out+32(FP), R12; \
+	START_PREFETCH
+
+// START_PREFETCH asks for the first startPrefetch bytes of the rows (all
+// of them when they are fewer) at once, PREFETCHT0 per 64 bytes: the
+// start of a range is where the hardware's prefetchers have nothing to go
+// on yet, and on two threads each thread's range of a decode product
+// starts cold (see startPrefetch in prefetch_amd64.go). Uses AX and R9.
+#define START_PREFETCH \
+	MOVQ       stride+8(FP), R9; \
+	IMULQ      R10, R9; \
+	MOVQ       ·startPrefetch(SB), AX; \
+	CMPQ       AX, R9; \
+	CMOVQLT    AX, R9; \
+	TESTQ      R9, R9; \
+	JEQ        7(PC); \
+	MOVQ       SI, AX; \
+	ADDQ       SI, R9; \
+	PREFETCHT0 (AX); \
+	ADDQ       $64, AX; \
+	CMPQ       AX, R9; \
+	JCS        -3(PC)
 
 // Per row: BX = the row, DI = activation codes, DX = their scales, R13 =
-// their block sums, CX = blocks of 32.
+// their block sums, CX = blocks of 32; and the row rowPrefetch bytes ahead
+// asked for (ROW_PREFETCH).
 #define ROW_SETUP \
 	MOVQ SI, BX; \
 	MOVQ 0(R11), DI; \
 	MOVQ 8(R11), DX; \
 	MOVQ 16(R11), R13; \
-	MOVQ 24(R11), CX
+	MOVQ 24(R11), CX; \
+	ROW_PREFETCH
+
+// ROW_PREFETCH asks for the stride bytes at SI + rowPrefetch (none when
+// rowPrefetch is 0) into the L2 cache, a PREFETCHT1 per 64 bytes: see
+// rowPrefetch in prefetch_amd64.go. Each row asks for the row as far ahead
+// as rowPrefetch, so every line of a long range is asked for once, and the
+// last rows ask for bytes past the range (a prefetch never faults). Uses
+// AX and R9.
+#define ROW_PREFETCH \
+	MOVQ       ·rowPrefetch(SB), AX; \
+	TESTQ      AX, AX; \
+	JEQ        8(PC); \
+	ADDQ       SI, AX; \
+	MOVQ       stride+8(FP), R9; \
+	ADDQ       AX, R9; \
+	PREFETCHT1 (AX); \
+	ADDQ       $64, AX; \
+	CMPQ       AX, R9; \
+	JCS        -3(PC)
 
 // ROW_NEXT stores X0[0] and moves to the next row.
 #define ROW_NEXT \
