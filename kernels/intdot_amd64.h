@@ -42,7 +42,7 @@
 // of them when they are fewer) at once, PREFETCHT0 per 64 bytes: the
 // start of a range is where the hardware's prefetchers have nothing to go
 // on yet, and on two threads each thread's range of a decode product
-// starts cold (see startPrefetch in prefetch_amd64.go). Uses AX and R9.
+// starts cold (see startPrefetch in prefetch.go). Uses AX and R9.
 #define START_PREFETCH \
 	MOVQ       stride+8(FP), R9; \
 	IMULQ      R10, R9; \
@@ -71,7 +71,7 @@
 
 // ROW_PREFETCH asks for the stride bytes at SI + rowPrefetch (none when
 // rowPrefetch is 0) into the L2 cache, a PREFETCHT1 per 64 bytes: see
-// rowPrefetch in prefetch_amd64.go. Each row asks for the row as far ahead
+// rowPrefetch in prefetch.go. Each row asks for the row as far ahead
 // as rowPrefetch, so every line of a long range is asked for once, and the
 // last rows ask for bytes past the range (a prefetch never faults). Uses
 // AX and R9.

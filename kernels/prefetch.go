@@ -13,8 +13,9 @@ package kernels
 // back to back on two threads gave 28.6-31.6 GB/s without it and 32.9-35.3
 // with it (f32 rows of the same bytes: 49.5). In whole decodes of the
 // stories110M shape, each token computed with and without it in turn
-// (2026-12-04), 8192 bytes beat 2048, 4096, 6144, 12288, 16384 and 24576,
-// and PREFETCHT1 (into L2) matched PREFETCHT0. The f32 row kernel is
+// (2026-12-04), of distances from 2048 to 24576 bytes 6144-12288 did
+// best, within 1 % of each other, and PREFETCHT1 (into L2) matched
+// PREFETCHT0. The f32 row kernel is
 // slower with it (0.93-0.94x) and has none. A variable so that
 // BenchmarkRowPrefetch can compare; docs/performance.md has the figures.
 var rowPrefetch int64 = 8192
