@@ -97,13 +97,7 @@ func Decode(w *model.Weights, opts DecodeOptions) (Speed, error) {
 	x, logits := make([]float32, c.Dim), make([]float32, c.VocabSize)
 	tok, pos := 1, 0
 	step := func() error {
-		if err := m.Embed(tok, x); err != nil {
-			return err
-		}
-		if err := m.Layers(s, x, pos); err != nil {
-			return err
-		}
-		if err := m.Head(x, logits); err != nil {
+		if err := decodeOne(m, s, tok, pos, x, logits); err != nil {
 			return err
 		}
 		tok, pos = argmax(logits), pos+1

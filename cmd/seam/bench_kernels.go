@@ -122,9 +122,9 @@ per second over the timed runs. GB/s counts the weights once per run.
 func newBenchThreadsCmd() *cobra.Command {
 	var model, counts, bandwidths string
 	var rounds, steps, warmup, tokens int
-	var prefill, asJSON bool
+	var prefill, perToken, asJSON bool
 	cmd := &cobra.Command{
-		Use:   "threads --model M [--threads 1,N] [--rounds 6] [--prefill] [--json]",
+		Use:   "threads --model M [--threads 1,N] [--rounds 6] [--prefill | --per-token] [--json]",
 		Short: "A/B of decode (or prefill) speed across thread counts, alternated in one process",
 		Long: `Threads measures how the speed of bench decode (or, with --prefill, bench
 prefill) changes with the worker count: every round runs the workload once
@@ -145,15 +145,33 @@ the SIMD dot kernel; best of 5 reads after a warm-up read), and the run's
 weight stream (every layer tensor, the final norm and classifier, one
 embedding row per forward pass; not the KV cache) is compared with that
 figure: the bandwidth of a shared machine moves too. --bandwidth gives the
-figures instead. Speeds are wall-clock.`,
+figures instead. Speeds are wall-clock.
+
+With --per-token (decode only), the counts alternate token by token instead
+of run by run: each round decodes positions 0 to -n - 1, every position at
+each count in turn (the cache rewound to it between them), the order of the
+counts rotating from one position and round to the next. A token at one
+count then always has a neighbour in time at the other, which pairs far
+more tightly on a machine whose speed moves from minute to minute. The
+ratio is the baseline's total time over each count's, with the 10th and
+90th percentiles of the same ratio per position. Every count's logits are
+checked bit for bit against the first count's. The read bandwidth is
+measured once per count before the rounds (or given by --bandwidth).
+--warmup and --tokens do not apply and are refused.`,
 		Example: `  seam bench threads --model stories110m-q4_0.gguf
   seam bench threads --model model.gguf --threads 1,2,4 --rounds 8 --json
-  seam bench threads --model model.gguf --prefill --tokens 128`,
+  seam bench threads --model model.gguf --prefill --tokens 128
+  seam bench threads --model model.gguf --per-token --rounds 17 -n 128`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ths, err := threadCounts(counts)
 			if err != nil {
 				return err
+			}
+			if perToken {
+				if err := perTokenFlags(cmd, prefill); err != nil {
+					return err
+				}
 			}
 			m, err := loader.Open(model, modelOpts(loader.Options{NoTokenizer: true}))
 			if err != nil {
@@ -187,7 +205,13 @@ figures instead. Speeds are wall-clock.`,
 			if !asJSON {
 				opts.Progress = cmd.ErrOrStderr()
 			}
-			res, err := bench.MeasureScaling(run, opts)
+			var res fmt.Stringer
+			if perToken {
+				res, err = bench.DecodeByToken(m.Weights, bench.TokenScalingOptions{Threads: ths, Positions: steps, Rounds: rounds,
+					Bandwidth: opts.Bandwidth, Meter: opts.Meter, Progress: opts.Progress})
+			} else {
+				res, err = bench.MeasureScaling(run, opts)
+			}
 			if err != nil {
 				return fmt.Errorf("%s: %w", model, err)
 			}
@@ -204,12 +228,26 @@ figures instead. Speeds are wall-clock.`,
 	fl.StringVar(&bandwidths, "bandwidth", "", "read bandwidth in GB/s at each thread count, comma-separated, instead of measuring it")
 	fl.IntVar(&rounds, "rounds", 6, "rounds, the first a warm-up that is not reported (at least 2)")
 	fl.BoolVar(&prefill, "prefill", false, "time prompt processing (bench prefill) instead of decode")
+	fl.BoolVar(&perToken, "per-token", false, "decode only: alternate the counts token by token (-n positions a round) instead of run by run")
 	fl.IntVarP(&steps, "steps", "n", 128, "decode steps to time per run")
 	fl.IntVar(&warmup, "warmup", 8, "untimed decode steps first in every run")
 	fl.IntVar(&tokens, "tokens", 128, "with --prefill: the prompt length")
 	fl.BoolVar(&asJSON, "json", false, "print one JSON object (threads, tok_s per round, median_tok_s, ratio, ...) instead of a table")
 	cmd.MarkFlagRequired("model")
 	return cmd
+}
+
+// perTokenFlags refuses, by name, the flags --per-token does not use.
+func perTokenFlags(cmd *cobra.Command, prefill bool) error {
+	if prefill {
+		return fmt.Errorf("--per-token times decode; it does not go with --prefill")
+	}
+	for _, name := range []string{"warmup", "tokens"} {
+		if cmd.Flags().Changed(name) {
+			return fmt.Errorf("--%s does not apply with --per-token (every round starts at position 0, and the first round is the warm-up)", name)
+		}
+	}
+	return nil
 }
 
 // threadCounts parses --threads of bench threads: empty means 1 and every

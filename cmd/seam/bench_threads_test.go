@@ -48,11 +48,29 @@ func TestBenchThreads(t *testing.T) {
 			t.Errorf("%s: bandwidth %v, fraction %v", mode.name, res.BandwidthGBs, res.Fraction)
 		}
 	}
+	// --per-token: every position at each count, the rounds after the
+	// warm-up reported, the bandwidth given compared with.
+	out, stderr, err := seamAll(t, "bench", "threads", "--model", model, "--threads", "1,2", "--per-token", "--rounds", "3", "-n", "12", "--bandwidth", "30,60", "--json")
+	if err != nil {
+		t.Fatalf("--per-token: %v\n%s", err, stderr)
+	}
+	var res bench.TokenScaling
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("--per-token: %v in %q", err, out)
+	}
+	if res.Mode != "decode, token by token" || res.Positions != 12 || res.Rounds != 2 || len(res.TokS) != 2 || !(res.TokS[1] > 0) ||
+		res.Ratio[0] != 1 || !(res.Ratio[1] > 0) || res.BandwidthGBs[1] != 60 || !(res.Fraction[1] > 0) {
+		t.Errorf("--per-token: %+v", res)
+	}
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"--threads", "1,1"}, "1 is given twice"},
+		{[]string{"--threads", "1,2", "--per-token", "--prefill"}, "--per-token times decode; it does not go with --prefill"},
+		{[]string{"--threads", "1,2", "--per-token", "--warmup", "2"}, "--warmup does not apply with --per-token"},
+		{[]string{"--threads", "1,2", "--per-token", "--tokens", "16"}, "--tokens does not apply with --per-token"},
+		{[]string{"--threads", "1,2", "--per-token", "-n", "100000"}, "positions 100000: want 1 to the context"},
 		{[]string{"--threads", "0,2"}, "--threads \"0,2\": want comma-separated positive integers"},
 		{[]string{"--threads", "1,2", "--bandwidth", "30"}, "want one figure per thread count (2)"},
 		{[]string{"--threads", "1,2", "--bandwidth", "30,x"}, "--bandwidth \"30,x\": want comma-separated numbers"},

@@ -1,0 +1,211 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/seamlm/seam/kernels"
+	"github.com/seamlm/seam/model"
+)
+
+// TokenScalingOptions configure DecodeByToken.
+type TokenScalingOptions struct {
+	// Threads are the worker counts compared, the first the baseline: at
+	// least two distinct counts, each at least 1.
+	Threads []int
+	// Positions is how many positions, from 0, every pass decodes. 0
+	// means 128; at most the model's context.
+	Positions int
+	// Rounds is how many passes over the positions are made; the first is
+	// a warm-up and is not reported. 0 means 6; at least 2.
+	Rounds int
+	// Bandwidth, when given, is the read bandwidth in GB/s at each count
+	// of Threads; otherwise Meter measures it once per count before the
+	// passes, and without a Meter no share is reported.
+	Bandwidth []float64
+	Meter     func(threads int) (float64, error)
+	// Progress, if set, receives a line per pass.
+	Progress io.Writer
+}
+
+// TokenScaling is DecodeByToken's result. JSON names are stable.
+type TokenScaling struct {
+	Mode      string `json:"mode"` // "decode, token by token"
+	Threads   []int  `json:"threads"`
+	Positions int    `json:"positions"`
+	Rounds    int    `json:"rounds"` // reported passes over the positions, the warm-up not among them
+	// TokS[i] is the tokens decoded at Threads[i] over the time they took,
+	// across the reported passes.
+	TokS []float64 `json:"tok_s"`
+	// Ratio[i] is the baseline's total time over Threads[i]'s: the speed
+	// at Threads[i] against the baseline's. RatioP10 and RatioP90 are the
+	// 10th and 90th percentiles of the same ratio taken per position
+	// (summed over the passes), how much it varies.
+	Ratio    []float64 `json:"ratio"`
+	RatioP10 []float64 `json:"ratio_p10"`
+	RatioP90 []float64 `json:"ratio_p90"`
+	// GBs[i] is TokS[i] times the weight bytes a token streams;
+	// BandwidthGBs[i] and Fraction[i] the read bandwidth it is compared
+	// with and the share (0 when there is no figure).
+	GBs          []float64 `json:"gb_s"`
+	BandwidthGBs []float64 `json:"bandwidth_gb_s"`
+	Fraction     []float64 `json:"bandwidth_fraction"`
+}
+
+// DecodeByToken measures decode speed at several thread counts token by
+// token: every position is decoded at each count in turn (the cache
+// rewound to it between them), the order of the counts rotating from one
+// position and pass to the next, so that every token at one count has a
+// neighbour in time at each other count. On a machine whose speed moves
+// from minute to minute this pairs far more tightly than alternating
+// whole runs (MeasureScaling): the spread over positions of the ratios is
+// a few percent where whole runs' was about ten. The thread count
+// changes no bit of a token's logits (docs/kernels.md), and each count's
+// logits are checked against the first's: a difference is an error.
+func DecodeByToken(w *model.Weights, opts TokenScalingOptions) (TokenScaling, error) {
+	if opts.Positions == 0 {
+		opts.Positions = 128
+	}
+	if opts.Rounds == 0 {
+		opts.Rounds = 6
+	}
+	if err := checkTokenScaling(w, opts); err != nil {
+		return TokenScaling{}, err
+	}
+	m, s, err := wholeModel(w)
+	if err != nil {
+		return TokenScaling{}, err
+	}
+	defer s.Release()
+	restore := setThreads(1)
+	defer restore()
+	n := len(opts.Threads)
+	bws := make([]float64, n)
+	copy(bws, opts.Bandwidth)
+	if opts.Bandwidth == nil && opts.Meter != nil {
+		for i, th := range opts.Threads {
+			if bws[i], err = opts.Meter(th); err != nil {
+				return TokenScaling{}, fmt.Errorf("read bandwidth at %d threads: %w", th, err)
+			}
+		}
+	}
+	// secs[i][p] is count i's time at position p over the reported passes.
+	secs := make([][]float64, n)
+	for i := range secs {
+		secs[i] = make([]float64, opts.Positions)
+	}
+	c := &w.Config
+	x, logits, first := make([]float32, c.Dim), make([]float32, c.VocabSize), make([]float32, c.VocabSize)
+	for pass := range opts.Rounds {
+		tok := 1
+		for pos := range opts.Positions {
+			for k := range n {
+				i := (k + pos + pass) % n
+				kernels.SetThreads(opts.Threads[i])
+				start := time.Now()
+				if err := decodeOne(m, s, tok, pos, x, logits); err != nil {
+					return TokenScaling{}, fmt.Errorf("pass %d, position %d, %d threads: %w", pass, pos, opts.Threads[i], err)
+				}
+				if pass > 0 {
+					secs[i][pos] += time.Since(start).Seconds()
+				}
+				if k == 0 {
+					copy(first, logits)
+				} else if j := firstDifference(first, logits); j >= 0 {
+					return TokenScaling{}, fmt.Errorf("position %d: logit %d is %v at %d threads and %v at %d threads; the thread count must not change a bit",
+						pos, j, logits[j], opts.Threads[i], first[j], opts.Threads[(pos+pass)%n])
+				}
+			}
+			tok = argmax(logits)
+		}
+		what := "timed"
+		if pass == 0 {
+			what = "warm-up"
+		}
+		progress(opts.Progress, "round %d of %d (%s): %d positions at each of %v threads", pass, opts.Rounds, what, opts.Positions, opts.Threads)
+	}
+	return summarizeTokens(opts, secs, bws, float64(WeightBytes(w))), nil
+}
+
+// decodeOne runs token tok at position pos through the whole model.
+func decodeOne(m *model.Model, s *model.State, tok, pos int, x, logits []float32) error {
+	if err := m.Embed(tok, x); err != nil {
+		return err
+	}
+	if err := m.Layers(s, x, pos); err != nil {
+		return err
+	}
+	return m.Head(x, logits)
+}
+
+// firstDifference is the first index where a and b differ in bits, or -1.
+func firstDifference(a, b []float32) int {
+	for i := range a {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+			return i
+		}
+	}
+	return -1
+}
+
+func checkTokenScaling(w *model.Weights, opts TokenScalingOptions) error {
+	if err := checkScaling(ScalingOptions{Threads: opts.Threads, Rounds: opts.Rounds, Bandwidth: opts.Bandwidth}); err != nil {
+		return err
+	}
+	if opts.Positions < 1 || opts.Positions > w.Config.SeqLen {
+		return fmt.Errorf("positions %d: want 1 to the context, %d", opts.Positions, w.Config.SeqLen)
+	}
+	return nil
+}
+
+func summarizeTokens(opts TokenScalingOptions, secs [][]float64, bws []float64, weightBytes float64) TokenScaling {
+	res := TokenScaling{Mode: "decode, token by token", Threads: slices.Clone(opts.Threads), Positions: opts.Positions, Rounds: opts.Rounds - 1,
+		BandwidthGBs: bws}
+	tokens := float64(opts.Positions * (opts.Rounds - 1))
+	total := func(i int) float64 {
+		var t float64
+		for _, s := range secs[i] {
+			t += s
+		}
+		return t
+	}
+	for i := range opts.Threads {
+		tokS := tokens / total(i)
+		ratios := make([]float64, opts.Positions)
+		for p := range ratios {
+			ratios[p] = secs[0][p] / secs[i][p]
+		}
+		slices.Sort(ratios)
+		res.TokS = append(res.TokS, tokS)
+		res.Ratio = append(res.Ratio, total(0)/total(i))
+		res.RatioP10 = append(res.RatioP10, ratios[len(ratios)/10])
+		res.RatioP90 = append(res.RatioP90, ratios[len(ratios)-1-len(ratios)/10])
+		gbs := tokS * weightBytes / 1e9
+		res.GBs = append(res.GBs, gbs)
+		frac := 0.0
+		if bws[i] > 0 {
+			frac = gbs / bws[i]
+		}
+		res.Fraction = append(res.Fraction, frac)
+	}
+	return res
+}
+
+// String is a table: a row per thread count.
+func (s TokenScaling) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %d positions x %d rounds after a warm-up round, every position at each count in turn\n", s.Mode, s.Positions, s.Rounds)
+	fmt.Fprintf(&b, "%-8s %-10s %-30s %s\n", "threads", "tok/s", fmt.Sprintf("vs %d threads (positions 10-90%%)", s.Threads[0]), "weights GB/s, share of read")
+	for i, th := range s.Threads {
+		share := fmt.Sprintf("%.1f GB/s", s.GBs[i])
+		if s.BandwidthGBs[i] > 0 {
+			share += fmt.Sprintf(", %.0f%% of %.1f", 100*s.Fraction[i], s.BandwidthGBs[i])
+		}
+		fmt.Fprintf(&b, "%-8d %-10.2f %-30s %s\n", th, s.TokS[i], fmt.Sprintf("%.3fx (%.3f-%.3f)", s.Ratio[i], s.RatioP10[i], s.RatioP90[i]), share)
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}

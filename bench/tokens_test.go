@@ -1,0 +1,85 @@
+package bench
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/seamlm/seam/kernels"
+	"github.com/seamlm/seam/loader"
+)
+
+// DecodeByToken times every position at each count, reports the passes
+// after the warm-up, compares against the figures given, and puts the
+// thread count back.
+func TestDecodeByToken(t *testing.T) {
+	m, err := loader.Open(tinyGGUF(t), loader.Options{NoTokenizer: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	before := kernels.Threads()
+	var logs strings.Builder
+	res, err := DecodeByToken(m.Weights, TokenScalingOptions{Threads: []int{1, 2}, Positions: 20, Rounds: 3, Bandwidth: []float64{30, 60}, Progress: &logs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kernels.Threads() != before {
+		t.Errorf("threads %d after the run, %d before", kernels.Threads(), before)
+	}
+	if res.Mode != "decode, token by token" || res.Positions != 20 || res.Rounds != 2 || len(res.Threads) != 2 || res.Threads[1] != 2 {
+		t.Errorf("%+v", res)
+	}
+	for i := range 2 {
+		if !(res.TokS[i] > 0) || !(res.Ratio[i] > 0) || !(res.RatioP10[i] <= res.RatioP90[i]) || !(res.Fraction[i] > 0) {
+			t.Errorf("count %d: tok/s %v ratio %v (%v-%v) share %v", i, res.TokS[i], res.Ratio[i], res.RatioP10[i], res.RatioP90[i], res.Fraction[i])
+		}
+	}
+	if res.Ratio[0] != 1 || res.RatioP10[0] != 1 || res.RatioP90[0] != 1 {
+		t.Errorf("the baseline against itself: %v (%v-%v)", res.Ratio[0], res.RatioP10[0], res.RatioP90[0])
+	}
+	// The share is the weights' GB/s over the figure given.
+	if got, want := res.Fraction[1], res.TokS[1]*float64(WeightBytes(m.Weights))/1e9/60; got != want {
+		t.Errorf("share at 2 threads %v, want %v", got, want)
+	}
+	if n := strings.Count(logs.String(), "round "); n != 3 {
+		t.Errorf("%d progress lines, want one per round (3):\n%s", n, logs.String())
+	}
+	if !strings.Contains(res.String(), "vs 1 threads (positions 10-90%)") {
+		t.Errorf("table:\n%s", res)
+	}
+	for _, c := range []struct {
+		opts TokenScalingOptions
+		want string
+	}{
+		{TokenScalingOptions{Threads: []int{1}}, "want at least two counts"},
+		{TokenScalingOptions{Threads: []int{2, 2}}, "2 is given twice"},
+		{TokenScalingOptions{Threads: []int{1, 2}, Rounds: 1}, "rounds 1: want at least 2"},
+		{TokenScalingOptions{Threads: []int{1, 2}, Positions: 65}, "positions 65: want 1 to the context, 64"},
+		{TokenScalingOptions{Threads: []int{1, 2}, Bandwidth: []float64{30}}, "want one figure per thread count"},
+	} {
+		if _, err := DecodeByToken(m.Weights, c.opts); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want %q", c.opts, err, c.want)
+		}
+	}
+}
+
+// firstDifference compares bits: -0 is not +0, and two NaNs with
+// different payloads differ.
+func TestFirstDifference(t *testing.T) {
+	negZero, nan1, nan2 := float32(math.Copysign(0, -1)), math.Float32frombits(0x7fc00001), math.Float32frombits(0x7fc00002)
+	for _, c := range []struct {
+		a, b []float32
+		want int
+	}{
+		{[]float32{1, 2, 3}, []float32{1, 2, 3}, -1},
+		{[]float32{1, 2, 3}, []float32{1, 2, 4}, 2},
+		{[]float32{0, 1}, []float32{negZero, 1}, 0},
+		{[]float32{1, nan1}, []float32{1, nan1}, -1},
+		{[]float32{1, nan1}, []float32{1, nan2}, 1},
+	} {
+		if got := firstDifference(c.a, c.b); got != c.want {
+			t.Errorf("%v against %v: %d, want %d", c.a, c.b, got, c.want)
+		}
+	}
+}
