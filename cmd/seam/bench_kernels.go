@@ -148,7 +148,7 @@ figure: the bandwidth of a shared machine moves too. --bandwidth gives the
 figures instead. Speeds are wall-clock.
 
 With --per-token (decode only), the counts alternate token by token instead
-of run by run: each round decodes positions 0 to -n - 1, every position at
+of run by run: each round decodes the first -n positions, every position at
 each count in turn (the cache rewound to it between them), the order of the
 counts rotating from one position and round to the next. A token at one
 count then always has a neighbour in time at the other, which pairs far
@@ -229,7 +229,7 @@ measured once per count before the rounds (or given by --bandwidth).
 	fl.IntVar(&rounds, "rounds", 6, "rounds, the first a warm-up that is not reported (at least 2)")
 	fl.BoolVar(&prefill, "prefill", false, "time prompt processing (bench prefill) instead of decode")
 	fl.BoolVar(&perToken, "per-token", false, "decode only: alternate the counts token by token (-n positions a round) instead of run by run")
-	fl.IntVarP(&steps, "steps", "n", 128, "decode steps to time per run")
+	fl.IntVarP(&steps, "steps", "n", 128, "decode steps to time per run (with --per-token: positions per round)")
 	fl.IntVar(&warmup, "warmup", 8, "untimed decode steps first in every run")
 	fl.IntVar(&tokens, "tokens", 128, "with --prefill: the prompt length")
 	fl.BoolVar(&asJSON, "json", false, "print one JSON object (threads, tok_s per round, median_tok_s, ratio, ...) instead of a table")
