@@ -17,18 +17,18 @@ type TokenScalingOptions struct {
 	// Threads are the worker counts compared, the first the baseline: at
 	// least two distinct counts, each at least 1.
 	Threads []int
-	// Positions is how many positions, from 0, every pass decodes. 0
+	// Positions is how many positions, from 0, every round decodes. 0
 	// means 128; at most the model's context.
 	Positions int
 	// Rounds is how many passes over the positions are made; the first is
 	// a warm-up and is not reported. 0 means 6; at least 2.
 	Rounds int
 	// Bandwidth, when given, is the read bandwidth in GB/s at each count
-	// of Threads; otherwise Meter measures it once per count before the
-	// passes, and without a Meter no share is reported.
+	// of Threads; otherwise Meter measures it at each count before every
+	// round, and without a Meter no share is reported.
 	Bandwidth []float64
 	Meter     func(threads int) (float64, error)
-	// Progress, if set, receives a line per pass.
+	// Progress, if set, receives a line per round.
 	Progress io.Writer
 }
 
@@ -39,18 +39,20 @@ type TokenScaling struct {
 	Positions int    `json:"positions"`
 	Rounds    int    `json:"rounds"` // reported passes over the positions, the warm-up not among them
 	// TokS[i] is the tokens decoded at Threads[i] over the time they took,
-	// across the reported passes.
+	// across the reported rounds.
 	TokS []float64 `json:"tok_s"`
 	// Ratio[i] is the baseline's total time over Threads[i]'s: the speed
 	// at Threads[i] against the baseline's. RatioP10 and RatioP90 are the
 	// 10th and 90th percentiles of the same ratio taken per position
-	// (summed over the passes), how much it varies.
+	// (summed over the rounds), how much it varies.
 	Ratio    []float64 `json:"ratio"`
 	RatioP10 []float64 `json:"ratio_p10"`
 	RatioP90 []float64 `json:"ratio_p90"`
-	// GBs[i] is TokS[i] times the weight bytes a token streams;
-	// BandwidthGBs[i] and Fraction[i] the read bandwidth it is compared
-	// with and the share (0 when there is no figure).
+	// GBs[i] is TokS[i] times the weight bytes a token streams.
+	// BandwidthGBs[i] is the median over the reported rounds of the read
+	// bandwidth at Threads[i], and Fraction[i] the median over them of
+	// each round's weight stream over that round's bandwidth (0 when there
+	// is no figure).
 	GBs          []float64 `json:"gb_s"`
 	BandwidthGBs []float64 `json:"bandwidth_gb_s"`
 	Fraction     []float64 `json:"bandwidth_fraction"`
@@ -59,7 +61,7 @@ type TokenScaling struct {
 // DecodeByToken measures decode speed at several thread counts token by
 // token: every position is decoded at each count in turn (the cache
 // rewound to it between them), the order of the counts rotating from one
-// position and pass to the next, so that every token at one count has a
+// position and round to the next, so that every token at one count has a
 // neighbour in time at each other count. On a machine whose speed moves
 // from minute to minute this pairs far more tightly than alternating
 // whole runs (MeasureScaling): the spread over positions of the ratios is
@@ -84,51 +86,83 @@ func DecodeByToken(w *model.Weights, opts TokenScalingOptions) (TokenScaling, er
 	restore := setThreads(1)
 	defer restore()
 	n := len(opts.Threads)
-	bws := make([]float64, n)
-	copy(bws, opts.Bandwidth)
-	if opts.Bandwidth == nil && opts.Meter != nil {
-		for i, th := range opts.Threads {
-			if bws[i], err = opts.Meter(th); err != nil {
-				return TokenScaling{}, fmt.Errorf("read bandwidth at %d threads: %w", th, err)
-			}
-		}
-	}
-	// secs[i][p] is count i's time at position p over the reported passes.
+	// secs[i][p] is count i's time at position p over the reported rounds;
+	// roundSecs[r][i] and bws[r][i] its time in reported round r and the
+	// read bandwidth it is compared with there.
 	secs := make([][]float64, n)
 	for i := range secs {
 		secs[i] = make([]float64, opts.Positions)
 	}
+	var roundSecs, bws [][]float64
 	c := &w.Config
 	x, logits, first := make([]float32, c.Dim), make([]float32, c.VocabSize), make([]float32, c.VocabSize)
-	for pass := range opts.Rounds {
+	for round := range opts.Rounds {
+		bw, err := roundBandwidth(opts)
+		if err != nil {
+			return TokenScaling{}, fmt.Errorf("round %d: %w", round, err)
+		}
+		took := make([]float64, n)
 		tok := 1
 		for pos := range opts.Positions {
 			for k := range n {
-				i := (k + pos + pass) % n
+				i := (k + pos + round) % n
 				kernels.SetThreads(opts.Threads[i])
 				start := time.Now()
 				if err := decodeOne(m, s, tok, pos, x, logits); err != nil {
-					return TokenScaling{}, fmt.Errorf("pass %d, position %d, %d threads: %w", pass, pos, opts.Threads[i], err)
+					return TokenScaling{}, fmt.Errorf("round %d, position %d, %d threads: %w", round, pos, opts.Threads[i], err)
 				}
-				if pass > 0 {
-					secs[i][pos] += time.Since(start).Seconds()
+				d := time.Since(start).Seconds()
+				took[i] += d
+				if round > 0 {
+					secs[i][pos] += d
 				}
 				if k == 0 {
 					copy(first, logits)
 				} else if j := firstDifference(first, logits); j >= 0 {
 					return TokenScaling{}, fmt.Errorf("position %d: logit %d is %v at %d threads and %v at %d threads; the thread count must not change a bit",
-						pos, j, logits[j], opts.Threads[i], first[j], opts.Threads[(pos+pass)%n])
+						pos, j, logits[j], opts.Threads[i], first[j], opts.Threads[(pos+round)%n])
 				}
 			}
 			tok = argmax(logits)
 		}
 		what := "timed"
-		if pass == 0 {
+		if round == 0 {
 			what = "warm-up"
+		} else {
+			roundSecs, bws = append(roundSecs, took), append(bws, bw)
 		}
-		progress(opts.Progress, "round %d of %d (%s): %d positions at each of %v threads", pass, opts.Rounds, what, opts.Positions, opts.Threads)
+		progress(opts.Progress, "round %d of %d (%s): %d positions at each of %v threads, %s", round, opts.Rounds, what, opts.Positions, opts.Threads, tokSList(opts, took))
 	}
-	return summarizeTokens(opts, secs, bws, float64(WeightBytes(w))), nil
+	return summarizeTokens(opts, secs, roundSecs, bws, float64(WeightBytes(w))), nil
+}
+
+// roundBandwidth is the read bandwidth at each count for one round: the
+// figures given, or the meter's just before the round, or zeros.
+func roundBandwidth(opts TokenScalingOptions) ([]float64, error) {
+	bw := make([]float64, len(opts.Threads))
+	if opts.Bandwidth != nil {
+		copy(bw, opts.Bandwidth)
+		return bw, nil
+	}
+	if opts.Meter == nil {
+		return bw, nil
+	}
+	for i, th := range opts.Threads {
+		var err error
+		if bw[i], err = opts.Meter(th); err != nil {
+			return nil, fmt.Errorf("read bandwidth at %d threads: %w", th, err)
+		}
+	}
+	return bw, nil
+}
+
+// tokSList is a round's speed at each count, for the progress line.
+func tokSList(opts TokenScalingOptions, took []float64) string {
+	parts := make([]string, len(took))
+	for i, t := range took {
+		parts[i] = fmt.Sprintf("%.1f tok/s at %d", float64(opts.Positions)/t, opts.Threads[i])
+	}
+	return strings.Join(parts, ", ")
 }
 
 // decodeOne runs token tok at position pos through the whole model.
@@ -162,9 +196,8 @@ func checkTokenScaling(w *model.Weights, opts TokenScalingOptions) error {
 	return nil
 }
 
-func summarizeTokens(opts TokenScalingOptions, secs [][]float64, bws []float64, weightBytes float64) TokenScaling {
-	res := TokenScaling{Mode: "decode, token by token", Threads: slices.Clone(opts.Threads), Positions: opts.Positions, Rounds: opts.Rounds - 1,
-		BandwidthGBs: bws}
+func summarizeTokens(opts TokenScalingOptions, secs, roundSecs, bws [][]float64, weightBytes float64) TokenScaling {
+	res := TokenScaling{Mode: "decode, token by token", Threads: slices.Clone(opts.Threads), Positions: opts.Positions, Rounds: opts.Rounds - 1}
 	tokens := float64(opts.Positions * (opts.Rounds - 1))
 	total := func(i int) float64 {
 		var t float64
@@ -184,13 +217,17 @@ func summarizeTokens(opts TokenScalingOptions, secs [][]float64, bws []float64, 
 		res.Ratio = append(res.Ratio, total(0)/total(i))
 		res.RatioP10 = append(res.RatioP10, ratios[len(ratios)/10])
 		res.RatioP90 = append(res.RatioP90, ratios[len(ratios)-1-len(ratios)/10])
-		gbs := tokS * weightBytes / 1e9
-		res.GBs = append(res.GBs, gbs)
-		frac := 0.0
-		if bws[i] > 0 {
-			frac = gbs / bws[i]
+		res.GBs = append(res.GBs, tokS*weightBytes/1e9)
+		// The share, round by round against that round's reading.
+		bw, frac := make([]float64, len(bws)), make([]float64, len(bws))
+		for r := range bws {
+			bw[r] = bws[r][i]
+			if bw[r] > 0 {
+				frac[r] = float64(opts.Positions) / roundSecs[r][i] * weightBytes / 1e9 / bw[r]
+			}
 		}
-		res.Fraction = append(res.Fraction, frac)
+		res.BandwidthGBs = append(res.BandwidthGBs, median(bw))
+		res.Fraction = append(res.Fraction, median(frac))
 	}
 	return res
 }

@@ -1,7 +1,9 @@
 package bench
 
 import (
+	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -38,15 +40,44 @@ func TestDecodeByToken(t *testing.T) {
 	if res.Ratio[0] != 1 || res.RatioP10[0] != 1 || res.RatioP90[0] != 1 {
 		t.Errorf("the baseline against itself: %v (%v-%v)", res.Ratio[0], res.RatioP10[0], res.RatioP90[0])
 	}
-	// The share is the weights' GB/s over the figure given.
-	if got, want := res.Fraction[1], res.TokS[1]*float64(WeightBytes(m.Weights))/1e9/60; got != want {
-		t.Errorf("share at 2 threads %v, want %v", got, want)
+	// The share is the median of the rounds' weight streams over the
+	// figure given: between the slowest and the fastest round's.
+	if res.BandwidthGBs[0] != 30 || res.BandwidthGBs[1] != 60 {
+		t.Errorf("bandwidth %v, want the figures given", res.BandwidthGBs)
+	}
+	lo, hi := math.Inf(1), 0.0
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n")[1:] {
+		var r, of, positions, th1, th2 int
+		var s1, s2 float64
+		if _, err := fmt.Sscanf(line, "round %d of %d (timed): %d positions at each of [1 2] threads, %f tok/s at %d, %f tok/s at %d", &r, &of, &positions, &s1, &th1, &s2, &th2); err != nil {
+			t.Fatalf("progress line %q: %v", line, err)
+		}
+		lo, hi = min(lo, s2), max(hi, s2)
+	}
+	bytes := float64(WeightBytes(m.Weights))
+	if f := res.Fraction[1]; !(f >= lo*bytes/1e9/60*0.999 && f <= hi*bytes/1e9/60*1.001) {
+		t.Errorf("share at 2 threads %v, want between %v and %v", f, lo*bytes/1e9/60, hi*bytes/1e9/60)
 	}
 	if n := strings.Count(logs.String(), "round "); n != 3 {
 		t.Errorf("%d progress lines, want one per round (3):\n%s", n, logs.String())
 	}
 	if !strings.Contains(res.String(), "vs 1 threads (positions 10-90%)") {
 		t.Errorf("table:\n%s", res)
+	}
+	// Without figures, the meter reads each count before every round, and
+	// the bandwidth reported is the median of the reported rounds'.
+	var calls []int
+	metered, err := DecodeByToken(m.Weights, TokenScalingOptions{Threads: []int{1, 2}, Positions: 4, Rounds: 4,
+		Meter: func(th int) (float64, error) { calls = append(calls, th); return float64(10*len(calls) + th), nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(calls, []int{1, 2, 1, 2, 1, 2, 1, 2}) {
+		t.Errorf("meter called for %v, want each count before each of 4 rounds", calls)
+	}
+	// Readings 11, 22 (warm-up), 31, 42, 51, 62, 71, 82: medians 51 and 62.
+	if metered.BandwidthGBs[0] != 51 || metered.BandwidthGBs[1] != 62 || !(metered.Fraction[1] > 0) {
+		t.Errorf("metered bandwidth %v, share %v, want 51 and 62", metered.BandwidthGBs, metered.Fraction)
 	}
 	for _, c := range []struct {
 		opts TokenScalingOptions

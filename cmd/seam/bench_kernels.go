@@ -156,8 +156,9 @@ more tightly on a machine whose speed moves from minute to minute. The
 ratio is the baseline's total time over each count's, with the 10th and
 90th percentiles of the same ratio per position. Every count's logits are
 checked bit for bit against the first count's. The read bandwidth is
-measured once per count before the rounds (or given by --bandwidth).
---warmup and --tokens do not apply and are refused.`,
+measured at each count before every round (or given by --bandwidth), and
+the share reported is the median of the rounds' shares. --warmup and
+--tokens do not apply and are refused.`,
 		Example: `  seam bench threads --model stories110m-q4_0.gguf
   seam bench threads --model model.gguf --threads 1,2,4 --rounds 8 --json
   seam bench threads --model model.gguf --prefill --tokens 128
