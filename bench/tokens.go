@@ -62,12 +62,12 @@ type TokenScaling struct {
 // token: every position is decoded at each count in turn (the cache
 // rewound to it between them), the order of the counts rotating from one
 // position and round to the next, so that every token at one count has a
-// neighbour in time at each other count. On a machine whose speed moves
-// from minute to minute this pairs far more tightly than alternating
-// whole runs (MeasureScaling): the spread over positions of the ratios is
-// a few percent where whole runs' was about ten. The thread count
-// changes no bit of a token's logits (docs/kernels.md), and each count's
-// logits are checked against the first's: a difference is an error.
+// neighbour in time at each other count: on a machine whose speed moves
+// from minute to minute, a change moves both sides of a ratio alike, where
+// alternating whole runs (MeasureScaling) leaves each round's two runs
+// seconds apart. The thread count changes no bit of a token's logits
+// (docs/kernels.md), and each count's logits are checked against the
+// first's: a difference is an error.
 func DecodeByToken(w *model.Weights, opts TokenScalingOptions) (TokenScaling, error) {
 	if opts.Positions == 0 {
 		opts.Positions = 128

@@ -151,8 +151,8 @@ With --per-token (decode only), the counts alternate token by token instead
 of run by run: each round decodes the first -n positions, every position at
 each count in turn (the cache rewound to it between them), the order of the
 counts rotating from one position and round to the next. A token at one
-count then always has a neighbour in time at the other, which pairs far
-more tightly on a machine whose speed moves from minute to minute. The
+count then always has a neighbour in time at the other, so a machine
+whose speed moves from minute to minute moves both sides alike. The
 ratio is the baseline's total time over each count's, with the 10th and
 90th percentiles of the same ratio per position. Every count's logits are
 checked bit for bit against the first count's. The read bandwidth is
