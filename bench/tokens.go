@@ -43,8 +43,8 @@ type TokenScaling struct {
 	TokS []float64 `json:"tok_s"`
 	// Ratio[i] is the baseline's total time over Threads[i]'s: the speed
 	// at Threads[i] against the baseline's. RatioP10 and RatioP90 are the
-	// 10th and 90th percentiles of the same ratio taken per position
-	// (summed over the rounds), how much it varies.
+	// 10th and 90th percentiles (nearest rank, as quantile) of the same
+	// ratio taken per position (summed over the rounds), how much it varies.
 	Ratio    []float64 `json:"ratio"`
 	RatioP10 []float64 `json:"ratio_p10"`
 	RatioP90 []float64 `json:"ratio_p90"`
@@ -199,24 +199,22 @@ func checkTokenScaling(w *model.Weights, opts TokenScalingOptions) error {
 func summarizeTokens(opts TokenScalingOptions, secs, roundSecs, bws [][]float64, weightBytes float64) TokenScaling {
 	res := TokenScaling{Mode: "decode, token by token", Threads: slices.Clone(opts.Threads), Positions: opts.Positions, Rounds: opts.Rounds - 1}
 	tokens := float64(opts.Positions * (opts.Rounds - 1))
-	total := func(i int) float64 {
-		var t float64
-		for _, s := range secs[i] {
-			t += s
+	totals := make([]float64, len(secs))
+	for i, perPos := range secs {
+		for _, s := range perPos {
+			totals[i] += s
 		}
-		return t
 	}
 	for i := range opts.Threads {
-		tokS := tokens / total(i)
+		tokS := tokens / totals[i]
 		ratios := make([]float64, opts.Positions)
 		for p := range ratios {
 			ratios[p] = secs[0][p] / secs[i][p]
 		}
-		slices.Sort(ratios)
 		res.TokS = append(res.TokS, tokS)
-		res.Ratio = append(res.Ratio, total(0)/total(i))
-		res.RatioP10 = append(res.RatioP10, ratios[len(ratios)/10])
-		res.RatioP90 = append(res.RatioP90, ratios[len(ratios)-1-len(ratios)/10])
+		res.Ratio = append(res.Ratio, totals[0]/totals[i])
+		res.RatioP10 = append(res.RatioP10, quantile(ratios, 0.1))
+		res.RatioP90 = append(res.RatioP90, quantile(ratios, 0.9))
 		res.GBs = append(res.GBs, tokS*weightBytes/1e9)
 		// The share, round by round against that round's reading.
 		bw, frac := make([]float64, len(bws)), make([]float64, len(bws))
