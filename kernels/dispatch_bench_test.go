@@ -73,8 +73,19 @@ func spawnMatVec(out []float32, w *tensor.Tensor, x []float32, n int) {
 // shared machine compare 1 and 2 threads within one run (-count repeats
 // each one in turn, it does not alternate them).
 func BenchmarkDecodeProducts(b *testing.B) {
+	eachDecodeToken(b, []tensor.DType{tensor.Q4_0, tensor.Q8_0}, func(b *testing.B, token func()) {
+		for b.Loop() {
+			token()
+		}
+	})
+}
+
+// eachDecodeToken runs f as a sub-benchmark for each weight type and for
+// 1 and 2 threads, with decodeProducts' token over that type's weights,
+// warmed by three tokens.
+func eachDecodeToken(b *testing.B, types []tensor.DType, f func(b *testing.B, token func())) {
 	defer SetThreads(0)
-	for _, typ := range []tensor.DType{tensor.Q4_0, tensor.Q8_0} {
+	for _, typ := range types {
 		token := decodeProducts(typ)
 		for _, th := range []int{1, 2} {
 			b.Run(fmt.Sprintf("%s/threads=%d", typ, th), func(b *testing.B) {
@@ -82,9 +93,7 @@ func BenchmarkDecodeProducts(b *testing.B) {
 				for range 3 {
 					token()
 				}
-				for b.Loop() {
-					token()
-				}
+				f(b, token)
 			})
 		}
 	}
@@ -97,40 +106,30 @@ func BenchmarkDecodeProducts(b *testing.B) {
 // machine's drift moves both sides alike. The speed-up metric is the time
 // without over the time with; ns/op is one pair of tokens.
 func BenchmarkRowPrefetch(b *testing.B) {
-	defer SetThreads(0)
 	defer func(r, s int64) { rowPrefetch, startPrefetch = r, s }(rowPrefetch, startPrefetch)
 	row, start := rowPrefetch, startPrefetch
-	for _, typ := range []tensor.DType{tensor.Q4_0, tensor.Q8_0, tensor.Q4_K} {
-		token := decodeProducts(typ)
-		for _, th := range []int{1, 2} {
-			b.Run(fmt.Sprintf("%s/threads=%d", typ, th), func(b *testing.B) {
-				SetThreads(th)
-				for range 3 {
-					token()
+	eachDecodeToken(b, []tensor.DType{tensor.Q4_0, tensor.Q8_0, tensor.Q4_K}, func(b *testing.B, token func()) {
+		var with, without time.Duration
+		i := int64(0)
+		for b.Loop() {
+			for k := range int64(2) {
+				on := (i+k)%2 == 1
+				rowPrefetch, startPrefetch = 0, 0
+				if on {
+					rowPrefetch, startPrefetch = row, start
 				}
-				var with, without time.Duration
-				i := int64(0)
-				for b.Loop() {
-					for k := range int64(2) {
-						on := (i+k)%2 == 1
-						rowPrefetch, startPrefetch = 0, 0
-						if on {
-							rowPrefetch, startPrefetch = row, start
-						}
-						t0 := time.Now()
-						token()
-						if on {
-							with += time.Since(t0)
-						} else {
-							without += time.Since(t0)
-						}
-					}
-					i++
+				t0 := time.Now()
+				token()
+				if on {
+					with += time.Since(t0)
+				} else {
+					without += time.Since(t0)
 				}
-				b.ReportMetric(float64(without)/float64(with), "speed-up")
-			})
+			}
+			i++
 		}
-	}
+		b.ReportMetric(float64(without)/float64(with), "speed-up")
+	})
 }
 
 // decodeProducts builds the weights of BenchmarkDecodeProducts and returns
