@@ -52,7 +52,7 @@ func spawnMatVec(out []float32, w *tensor.Tensor, x []float32, n int) {
 	j := &job{x: x, tokens: 1, cols: len(x), np: 1}
 	j.ps[0] = newProduct(Product{Out: out, W: w})
 	p := &j.ps[0]
-	p.chunkRows = max(1, chunkElems/len(x), len(out)/(chunksPerThread*n))
+	p.chunkRows = max(1, chunkElems/len(x), len(out)/n)
 	p.chunks = (len(out) + p.chunkRows - 1) / p.chunkRows
 	j.chunks = p.chunks
 	j.remaining.Store(int64(j.chunks))
@@ -101,35 +101,53 @@ func eachDecodeToken(b *testing.B, types []tensor.DType, f func(b *testing.B, to
 
 // BenchmarkRowPrefetch compares BenchmarkDecodeProducts' token with and
 // without the row kernels' prefetches (rowPrefetch and startPrefetch, both
-// on or both off): the two run in turn,
-// token by token, the first of each pair alternating, so that a shared
-// machine's drift moves both sides alike. The speed-up metric is the time
-// without over the time with; ns/op is one pair of tokens.
+// on or both off), token by token (pairedTokens).
 func BenchmarkRowPrefetch(b *testing.B) {
 	defer func(r, s int64) { rowPrefetch, startPrefetch = r, s }(rowPrefetch, startPrefetch)
 	row, start := rowPrefetch, startPrefetch
 	eachDecodeToken(b, []tensor.DType{tensor.Q4_0, tensor.Q8_0, tensor.Q4_K}, func(b *testing.B, token func()) {
-		var with, without time.Duration
-		i := int64(0)
-		for b.Loop() {
-			for k := range int64(2) {
-				on := (i+k)%2 == 1
-				rowPrefetch, startPrefetch = 0, 0
-				if on {
-					rowPrefetch, startPrefetch = row, start
-				}
-				t0 := time.Now()
-				token()
-				if on {
-					with += time.Since(t0)
-				} else {
-					without += time.Since(t0)
-				}
+		pairedTokens(b, token, func(on bool) {
+			rowPrefetch, startPrefetch = 0, 0
+			if on {
+				rowPrefetch, startPrefetch = row, start
 			}
-			i++
-		}
-		b.ReportMetric(float64(without)/float64(with), "speed-up")
+		})
 	})
+}
+
+// BenchmarkSplitByRanges compares BenchmarkDecodeProducts' token with its
+// products split by ranges (splitByRanges) and cut into one chunk per
+// thread and product, token by token (pairedTokens).
+func BenchmarkSplitByRanges(b *testing.B) {
+	defer func(v bool) { splitByRanges = v }(splitByRanges)
+	eachDecodeToken(b, []tensor.DType{tensor.Q4_0, tensor.Q8_0, tensor.Q4_K, tensor.F32}, func(b *testing.B, token func()) {
+		pairedTokens(b, token, func(on bool) { splitByRanges = on })
+	})
+}
+
+// pairedTokens runs token with a setting off and on in turn (set), the
+// first of each pair alternating, so that a shared machine's drift moves
+// both sides alike. The speed-up metric is the time off over the time on;
+// ns/op is one pair of tokens.
+func pairedTokens(b *testing.B, token func(), set func(on bool)) {
+	defer set(true)
+	var with, without time.Duration
+	i := int64(0)
+	for b.Loop() {
+		for k := range int64(2) {
+			on := (i+k)%2 == 1
+			set(on)
+			t0 := time.Now()
+			token()
+			if on {
+				with += time.Since(t0)
+			} else {
+				without += time.Since(t0)
+			}
+		}
+		i++
+	}
+	b.ReportMetric(float64(without)/float64(with), "speed-up")
 }
 
 // decodeProducts builds the weights of BenchmarkDecodeProducts and returns

@@ -245,16 +245,16 @@ func TestMatVecMatchesReference(t *testing.T) {
 
 // TestThreadsBitIdentical: the result must not depend on the thread count.
 // It runs with the default scheduling and with the finest possible one
-// (every matrix split, one row per chunk), so rows are spread across
+// (every matrix split, one row per piece or chunk), so rows are spread across
 // goroutines in many different ways.
 func TestThreadsBitIdentical(t *testing.T) {
 	t.Run("default", func(t *testing.T) { checkThreadsBitIdentical(t) })
 	t.Run("fine", func(t *testing.T) {
-		saved := [4]int{serialElems, chunkElems, chunksPerThread, batchChunksPerThread}
+		saved := [4]int{serialElems, chunkElems, pieceElems, batchChunksPerThread}
 		defer func() {
-			serialElems, chunkElems, chunksPerThread, batchChunksPerThread = saved[0], saved[1], saved[2], saved[3]
+			serialElems, chunkElems, pieceElems, batchChunksPerThread = saved[0], saved[1], saved[2], saved[3]
 		}()
-		serialElems, chunkElems, chunksPerThread, batchChunksPerThread = 0, 1, 1<<20, 1<<20
+		serialElems, chunkElems, pieceElems, batchChunksPerThread = 0, 1, 1, 1<<20
 		checkThreadsBitIdentical(t)
 	})
 	// No polling: the caller parks at once when helpers hold chunks, and

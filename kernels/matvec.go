@@ -16,40 +16,48 @@ import (
 //   - serialElems: smaller matrices run on the caller alone. Splitting
 //     128x128 did not pay; 256x256 (65536 values) was 16% faster, 512x512
 //     35%, 768x768 2.8x (each core's cache then holds its half).
-//   - chunkElems, chunksPerThread, batchChunksPerThread: a goroutine
-//     claims at least chunkElems values at a time, and there are about
-//     chunksPerThread chunks per thread for one vector (a decode step's
-//     products) and batchChunksPerThread for several (a prompt, a batched
-//     step). More chunks let a helper that starts late still find work;
-//     fewer save a claim and a hand-off each. From 1 to 16 chunks per
-//     thread measured the same in cache; chunks of 1024 values were up to
-//     3x slower (the claim counter's cache line bounces between cores).
-//     From memory, quantized matrices of a decode read faster in fewer,
-//     longer chunks (BenchmarkMatVecDRAM, q4_0 768x2048, 2 threads, GB/s,
-//     three runs: 1 chunk per thread 32-33, 2: 28-31, 4: 23-28, 8: 19-22;
-//     q8_0 39-44, 37-41, 31-37, 27-31). Whole decodes and prefills with
-//     each setting, alternated in one process (a throwaway harness around
-//     bench.Decode and bench.Prefill, 8 rounds after a warm-up, 2 threads,
-//     medians, 2026-12-03), with Gosched polling / spinUntil polling:
-//     Q4_0 decode 505 / 508 tok/s with 2 chunks per thread, 544 / 554
-//     with 1; Q8_0 decode 425 / 416 and 433 / 445; f32 decode 126-127 for
-//     all four; Q4_0 prefill of 128 tokens 2452-2484 for all four; f32
-//     prefill 1071 / 1091 with 2 and 986 / 992 with 1. So one vector takes
-//     1 chunk per thread and a batch 2. The products of one decode token
-//     alone (BenchmarkDecodeProducts' sequence) gave the same order, 2
-//     threads against 1 in each of 8 rounds: Q4_0 1.41-1.58x with Gosched
-//     polling and 2 chunks per thread, 1.59-1.85x with spinUntil and 1
-//     (the faster in every round); Q8_0 1.36-1.75x and 1.49-1.84x.
+//   - pieceElems, maxRanges: one vector (a decode step) is split by
+//     ranges (splitRanges): the products' rows, in product order, are cut
+//     into pieces of about pieceElems values, and each thread owns one
+//     contiguous run of pieces, which it computes from the front while a
+//     thread done with its own run takes pieces from the back of another's.
+//     Each thread so reads one long stretch of memory (the query, key and
+//     value matrices lie one after the other), and a thread the system
+//     slows does less of the work instead of holding the others back. Its
+//     measurement is in docs/performance.md ("Decode products split by
+//     ranges"): whole decodes of the stories110M shape on 2 threads, each
+//     token at every setting in turn, were 6-16 % faster with pieces of
+//     1<<18 values than with the chunks below, and pieces of 1<<14 values
+//     were 15-25 % slower than the chunks (a call into a row kernel per
+//     few kilobytes). Threads past maxRanges own no run and only take
+//     pieces from others'.
+//   - chunkElems, batchChunksPerThread: several vectors (a prompt, a
+//     batched step) are split into chunks claimed in any order from one
+//     counter, at least chunkElems values and about batchChunksPerThread
+//     chunks per thread. More chunks let a helper that starts late still
+//     find work; fewer save a claim and a hand-off each. Chunks of 1024
+//     values were up to 3x slower (the claim counter's cache line bounces
+//     between cores). Whole prefills alternated in one process
+//     (2026-12-03): f32 1071-1091 tok/s with 2 chunks per thread and
+//     986-992 with 1, Q4_0 the same with both.
 //   - waitSpin: how long the caller, done with its own chunks, polls for
 //     the helpers' last ones before parking: a chunk takes microseconds,
 //     being woken from a park tens of microseconds.
 //   - workerSpin: see workerPool.
 var (
 	serialElems          = 1 << 16
+	pieceElems           = 1 << 18
 	chunkElems           = 1 << 14
-	chunksPerThread      = 1 // one vector: a decode step
-	batchChunksPerThread = 2 // several: a prompt, or a step of many sessions
+	batchChunksPerThread = 2
 )
+
+// maxRanges bounds the runs one vector's products are split into.
+const maxRanges = 32
+
+// splitByRanges turns the split by ranges on; off, one vector is cut into
+// one chunk per thread and product, claimed in any order, as before the
+// ranges (2026-12-04), for BenchmarkSplitByRanges to compare.
+var splitByRanges = true
 
 // The polling durations are atomic so that tests may change them while
 // workers run.
@@ -265,9 +273,44 @@ func (j *job) serial() {
 }
 
 func (j *job) parallel(n int) {
-	per := chunksPerThread
-	if j.tokens > 1 {
-		per = batchChunksPerThread
+	if j.tokens == 1 && splitByRanges {
+		j.splitRanges(n)
+		j.hand(j.nranges - 1)
+	} else {
+		j.splitChunks(n)
+		j.hand(min(n-1, j.chunks-1))
+	}
+	j.work()
+	j.wait()
+	j.rethrow()
+}
+
+// splitRanges cuts the products' rows into pieces of about pieceElems
+// values, numbered in product order, and gives each of up to n threads a
+// contiguous run of them (see pieceElems).
+func (j *job) splitRanges(n int) {
+	total := 0
+	for i := range j.np {
+		p := &j.ps[i]
+		j.pieceRows[i] = max(1, pieceElems/j.cols)
+		j.pieceStart[i] = total
+		total += (p.w.Rows + j.pieceRows[i] - 1) / j.pieceRows[i]
+	}
+	j.pieceStart[j.np] = total
+	j.nranges = min(n, total, maxRanges)
+	for r := range j.nranges {
+		j.ranges[r].Store(packRange(total*r/j.nranges, total*(r+1)/j.nranges))
+	}
+	j.remaining.Store(int64(total))
+}
+
+// splitChunks cuts each product into chunks of rows, about
+// batchChunksPerThread per thread (one for one vector, when not split by
+// ranges), claimed in any order.
+func (j *job) splitChunks(n int) {
+	per := batchChunksPerThread
+	if j.tokens == 1 {
+		per = 1
 	}
 	for i := range j.np {
 		p := &j.ps[i]
@@ -277,10 +320,87 @@ func (j *job) parallel(n int) {
 		j.chunks += p.chunks
 	}
 	j.remaining.Store(int64(j.chunks))
-	j.hand(min(n-1, j.chunks-1))
-	j.work()
-	j.wait()
-	j.rethrow()
+}
+
+// A range of pieces not yet claimed, [lo, hi), is one word, so that its
+// owner taking lo and a thief taking hi-1 never take the same piece.
+func packRange(lo, hi int) uint64 { return uint64(lo)<<32 | uint64(hi) }
+
+func unpackRange(v uint64) (lo, hi int) { return int(v >> 32), int(v & 0xffffffff) }
+
+// claim takes the first piece of range r (the owner's end) or, with back,
+// its last (a thief's), or reports that none is left.
+func (j *job) claim(r int, back bool) (int, bool) {
+	for {
+		v := j.ranges[r].Load()
+		lo, hi := unpackRange(v)
+		if lo >= hi {
+			return 0, false
+		}
+		k, rest := lo, packRange(lo+1, hi)
+		if back {
+			k, rest = hi-1, packRange(lo, hi-1)
+		}
+		if j.ranges[r].CompareAndSwap(v, rest) {
+			return k, true
+		}
+	}
+}
+
+// workRanges computes the pieces of a split by ranges: the next run not
+// yet owned, from its front, then what is left of the others, from their
+// backs. A helper that never arrives leaves its run to the others.
+func (j *job) workRanges() {
+	me := int(j.arrivals.Add(1) - 1)
+	var scratch *[]float32
+	done := 0
+	piece := func(k int) {
+		if scratch == nil {
+			scratch = j.getScratch()
+		}
+		j.piece(k, scratch)
+		done++
+	}
+	if me < j.nranges {
+		for k, ok := j.claim(me, false); ok; k, ok = j.claim(me, false) {
+			piece(k)
+		}
+	}
+	for d := 1; d <= j.nranges; d++ {
+		r := (me + d) % j.nranges
+		for k, ok := j.claim(r, true); ok; k, ok = j.claim(r, true) {
+			piece(k)
+		}
+	}
+	if scratch != nil {
+		scratchPool.Put(scratch)
+	}
+	// One count per thread, not per piece: the counter's cache line is
+	// shared by every thread.
+	j.finished(done)
+}
+
+// piece computes piece k of a split by ranges.
+func (j *job) piece(k int, scratch *[]float32) {
+	i := 0
+	for k >= j.pieceStart[i+1] {
+		i++
+	}
+	p := &j.ps[i]
+	r0 := (k - j.pieceStart[i]) * j.pieceRows[i]
+	j.guardedRows(p, r0, min(r0+j.pieceRows[i], p.w.Rows), scratch)
+}
+
+// finished counts n chunks, pieces or items as done, and wakes a parked
+// caller when they were the last.
+func (j *job) finished(n int) {
+	if n > 0 && j.remaining.Add(int64(-n)) == 0 {
+		j.mu.Lock()
+		if j.parked {
+			j.done.Signal()
+		}
+		j.mu.Unlock()
+	}
 }
 
 // job is one parallel MatMuls call, shared by the caller and the helpers it
@@ -304,6 +424,16 @@ type job struct {
 	parked    bool
 	fault     any          // the first memory fault a helper met (see catchFault), under mu
 	refs      atomic.Int32 // holders: the caller, and each helper it was handed to
+
+	// A split by ranges (splitRanges): product i's pieces are numbered
+	// from pieceStart[i], pieceRows[i] rows each; ranges[r] holds the
+	// pieces of run r not yet claimed (packRange); arrivals numbers the
+	// threads as they enter, each owning the run of its number.
+	pieceRows  [maxProducts]int
+	pieceStart [maxProducts + 1]int
+	nranges    int
+	arrivals   atomic.Int32
+	ranges     [maxRanges]atomic.Uint64
 }
 
 // Jobs are pooled: a decode token makes five products and an attention
@@ -352,6 +482,10 @@ func (j *job) work() {
 		j.workTasks()
 		return
 	}
+	if j.nranges > 0 {
+		j.workRanges()
+		return
+	}
 	var scratch *[]float32
 	claimed := false
 	for {
@@ -370,13 +504,7 @@ func (j *job) work() {
 		p := &j.ps[i]
 		r0 := c * p.chunkRows
 		j.guardedRows(p, r0, min(r0+p.chunkRows, p.w.Rows), scratch)
-		if j.remaining.Add(-1) == 0 {
-			j.mu.Lock()
-			if j.parked {
-				j.done.Signal()
-			}
-			j.mu.Unlock()
-		}
+		j.finished(1)
 	}
 	if scratch != nil {
 		scratchPool.Put(scratch)
@@ -470,13 +598,7 @@ func (j *job) workTasks() {
 			return
 		}
 		j.guardedTask(worker, c)
-		if j.remaining.Add(-1) == 0 {
-			j.mu.Lock()
-			if j.parked {
-				j.done.Signal()
-			}
-			j.mu.Unlock()
-		}
+		j.finished(1)
 	}
 }
 

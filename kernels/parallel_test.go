@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"math"
+	"math/rand/v2"
 	"runtime"
 	"slices"
 	"sync"
@@ -151,5 +152,129 @@ func TestJobKeptUntilLastHolder(t *testing.T) {
 	j.unref() // the helper leaves it
 	if j.chunks != 0 || j.refs.Load() != 0 {
 		t.Fatalf("after the last unref: chunks %d, refs %d; want a reset job", j.chunks, j.refs.Load())
+	}
+}
+
+// Ranges of pieces (splitRanges): an owner taking from the front and
+// thieves taking from the back claim every piece exactly once, however
+// the goroutines interleave, also with more goroutines than runs.
+func TestRangeClaimsEachPieceOnce(t *testing.T) {
+	for _, c := range []struct{ total, runs, goroutines int }{
+		{1, 1, 2}, {2, 2, 2}, {9, 2, 2}, {94, 2, 2}, {1000, 3, 8}, {5000, maxRanges, maxRanges + 6},
+	} {
+		j := new(job)
+		j.nranges = c.runs
+		for r := range c.runs {
+			j.ranges[r].Store(packRange(c.total*r/c.runs, c.total*(r+1)/c.runs))
+		}
+		counts := make([]atomic.Int32, c.total)
+		var wg sync.WaitGroup
+		for g := range c.goroutines {
+			wg.Go(func() {
+				if g < c.runs {
+					for k, ok := j.claim(g, false); ok; k, ok = j.claim(g, false) {
+						counts[k].Add(1)
+					}
+				}
+				for d := 1; d <= c.runs; d++ {
+					r := (g + d) % c.runs
+					for k, ok := j.claim(r, true); ok; k, ok = j.claim(r, true) {
+						counts[k].Add(1)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		for k := range counts {
+			if n := counts[k].Load(); n != 1 {
+				t.Fatalf("%d pieces in %d runs, %d goroutines: piece %d claimed %d times", c.total, c.runs, c.goroutines, k, n)
+			}
+		}
+	}
+}
+
+// A decode step's products split by ranges give the one-thread bits for
+// any thread count, including more threads than pieces or than runs
+// (maxRanges), with pieces of a few rows (many steals) and the default's.
+// Every output starts as NaN, so a piece left out fails too.
+func TestMatMulsRangesMatchSerial(t *testing.T) {
+	rng := rand.New(rand.NewPCG(14, 18))
+	defer SetThreads(0)
+	saved := [2]int{serialElems, pieceElems}
+	defer func() { serialElems, pieceElems = saved[0], saved[1] }()
+	serialElems = 0
+	for _, typ := range []tensor.DType{tensor.F32, tensor.Q8_0, tensor.Q4_0, tensor.Q4_K} {
+		cols := 256
+		ws := []*tensor.Tensor{randTensor(rng, typ, 77, cols, 32), randTensor(rng, typ, 5, cols, 32), randTensor(rng, typ, 130, cols, 32)}
+		x := randVec(rng, cols)
+		run := func(th int) [][]float32 {
+			SetThreads(th)
+			outs := make([][]float32, len(ws))
+			ps := make([]Product, len(ws))
+			for i, w := range ws {
+				outs[i] = make([]float32, w.Rows)
+				for r := range outs[i] {
+					outs[i][r] = float32(math.NaN())
+				}
+				ps[i] = Product{Out: outs[i], W: w}
+			}
+			MatMuls(ps, x, 1)
+			return outs
+		}
+		for _, pe := range []int{3 * cols, 1 << 18} {
+			pieceElems = pe
+			want := run(1)
+			for _, th := range []int{2, 3, 5, maxRanges + 8} {
+				got := run(th)
+				for i := range ws {
+					for r := range got[i] {
+						if !sameBits(got[i][r], want[i][r]) {
+							t.Fatalf("%s, pieces of %d values, %d threads: product %d row %d is %v, with 1 thread %v", typ, pe, th, i, r, got[i][r], want[i][r])
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// A run whose helper never comes (every helper busy, the queue full) is
+// taken from its back by the threads that did come: here the caller alone
+// works a split into five runs.
+func TestRangesWithoutHelpers(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	saved := pieceElems
+	defer func() { pieceElems = saved }()
+	pieceElems = 2 * 128
+	w := randTensor(rng, tensor.Q8_0, 41, 128, 32)
+	x := randVec(rng, w.Cols)
+	want := make([]float32, w.Rows)
+	defer SetThreads(0)
+	SetThreads(1)
+	MatVec(want, w, x)
+
+	got := make([]float32, w.Rows)
+	for r := range got {
+		got[r] = float32(math.NaN())
+	}
+	j := newJob()
+	defer j.unref()
+	j.x, j.tokens, j.cols, j.np = x, 1, w.Cols, 1
+	j.ps[0] = newProduct(Product{Out: got, W: w})
+	j.xq = getActQ(1, w.Cols)
+	j.xq.quantize(x)
+	defer j.release()
+	j.splitRanges(5)
+	if j.nranges != 5 {
+		t.Fatalf("split into %d runs, want 5", j.nranges)
+	}
+	j.work()
+	if n := j.remaining.Load(); n != 0 {
+		t.Fatalf("%d pieces left after the caller's work, want 0", n)
+	}
+	for r := range got {
+		if !sameBits(got[r], want[r]) {
+			t.Fatalf("row %d: %v, want %v", r, got[r], want[r])
+		}
 	}
 }
