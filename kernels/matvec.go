@@ -17,20 +17,23 @@ import (
 //     128x128 did not pay; 256x256 (65536 values) was 16% faster, 512x512
 //     35%, 768x768 2.8x (each core's cache then holds its half).
 //   - pieceElems, maxRanges: one vector (a decode step) is split by
-//     ranges (splitRanges): the products' rows, in product order, are cut
-//     into pieces of about pieceElems values, and each thread owns one
-//     contiguous run of pieces, which it computes from the front while a
-//     thread done with its own run takes pieces from the back of another's.
-//     Each thread so reads one long stretch of memory (the query, key and
-//     value matrices lie one after the other), and a thread the system
-//     slows does less of the work instead of holding the others back. Its
-//     measurement is in docs/performance.md ("Decode products split by
-//     ranges"): whole decodes of the stories110M shape on 2 threads, each
-//     token at every setting in turn, were 6-16 % faster with pieces of
-//     1<<18 values than with the chunks below, and pieces of 1<<14 values
-//     were 15-25 % slower than the chunks (a call into a row kernel per
-//     few kilobytes). Threads past maxRanges own no run and only take
-//     pieces from others'.
+//     ranges (splitRanges). The products' rows, in product order, are cut
+//     into pieces of about pieceElems values, each product into a multiple
+//     of the thread count so that equal runs hold equal rows (pieces of
+//     pieceElems alone cut 768 rows 341+341+86, and two threads' runs got
+//     341 and 427). Each thread owns one contiguous run of pieces and
+//     computes it from the front; a thread done with its own takes pieces
+//     from the back of another's. Each thread so reads one long stretch of
+//     memory (a layer's query, key and value matrices lie one after the
+//     other), and a thread the machine slows does less of the work instead
+//     of holding the other back. Whole decodes of the stories110M shape on
+//     2 threads, every token with each split in turn, were 3-17 % faster
+//     than with one chunk per thread and product claimed in any order, the
+//     gain largest when the machine's bandwidth allows it; pieces of 1<<14
+//     values were 14 % slower than that (a row kernel call per few
+//     kilobytes), and 1<<17 to 1<<19 within a few percent of each other
+//     (docs/performance.md, § Decode products split by ranges). Threads
+//     past maxRanges own no run and only take pieces from others'.
 //   - chunkElems, batchChunksPerThread: several vectors (a prompt, a
 //     batched step) are split into chunks claimed in any order from one
 //     counter, at least chunkElems values and about batchChunksPerThread
@@ -286,13 +289,18 @@ func (j *job) parallel(n int) {
 }
 
 // splitRanges cuts the products' rows into pieces of about pieceElems
-// values, numbered in product order, and gives each of up to n threads a
-// contiguous run of them (see pieceElems).
+// values (a multiple of n pieces per product), numbered in product order,
+// and gives each of up to n threads a contiguous run of them (see
+// pieceElems).
 func (j *job) splitRanges(n int) {
 	total := 0
 	for i := range j.np {
 		p := &j.ps[i]
-		j.pieceRows[i] = max(1, pieceElems/j.cols)
+		// As many pieces as pieceElems asks for, rounded up to a multiple
+		// of n, so that runs of equal counts hold about equal rows.
+		k := (p.w.Rows*j.cols + pieceElems - 1) / pieceElems
+		k = min(p.w.Rows, (k+n-1)/n*n)
+		j.pieceRows[i] = (p.w.Rows + k - 1) / k
 		j.pieceStart[i] = total
 		total += (p.w.Rows + j.pieceRows[i] - 1) / j.pieceRows[i]
 	}

@@ -278,3 +278,56 @@ func TestRangesWithoutHelpers(t *testing.T) {
 		}
 	}
 }
+
+// A decode step's products are cut into a multiple of the thread count of
+// pieces, so that two threads' runs of the stories110M shape's products
+// hold exactly half the rows each: with pieces of pieceElems values alone,
+// a 768x768 matrix was cut 341+341+86 and one run held 86 rows more.
+func TestSplitRangesEvenRuns(t *testing.T) {
+	runRows := func(j *job) []int {
+		rows := make([]int, j.nranges)
+		for r := range j.nranges {
+			lo, hi := unpackRange(j.ranges[r].Load())
+			for k := lo; k < hi; k++ {
+				i := 0
+				for k >= j.pieceStart[i+1] {
+					i++
+				}
+				r0 := (k - j.pieceStart[i]) * j.pieceRows[i]
+				rows[r] += min(r0+j.pieceRows[i], j.ps[i].w.Rows) - r0
+			}
+		}
+		return rows
+	}
+	for _, c := range []struct {
+		name       string
+		rows       []int
+		cols       int
+		wantHalves bool
+	}{
+		{"Wq, Wk, Wv", []int{768, 768, 768}, 768, true},
+		{"Wo", []int{768}, 768, true},
+		{"W1, W3", []int{2048, 2048}, 768, true},
+		{"W2", []int{768}, 2048, true},
+		{"classifier", []int{32000}, 768, false},
+		{"Llama 7B W1", []int{11008}, 4096, false},
+	} {
+		for _, n := range []int{2, 3, 4} {
+			j := new(job)
+			j.tokens, j.cols, j.np = 1, c.cols, len(c.rows)
+			total := 0
+			for i, r := range c.rows {
+				j.ps[i] = product{w: &tensor.Tensor{Rows: r, Cols: c.cols}}
+				total += r
+			}
+			j.splitRanges(n)
+			rows := runRows(j)
+			if got := slices.Max(rows) - slices.Min(rows); got > slices.Max(j.pieceRows[:j.np]) {
+				t.Errorf("%s on %d threads: runs of %v rows differ by more than a piece (%v rows)", c.name, n, rows, j.pieceRows[:j.np])
+			}
+			if c.wantHalves && n == 2 && (rows[0] != total/2 || rows[1] != total/2) {
+				t.Errorf("%s on 2 threads: runs of %v rows, want %d each", c.name, rows, total/2)
+			}
+		}
+	}
+}
