@@ -114,3 +114,17 @@ func TestFirstDifference(t *testing.T) {
 		}
 	}
 }
+
+// wakeHelpers returns once every goroutine of the count entered its
+// region, helpers parked or not.
+func TestWakeHelpers(t *testing.T) {
+	defer kernels.SetThreads(0)
+	for _, th := range []int{1, 2, 3} {
+		kernels.SetThreads(th)
+		for range 3 {
+			if !wakeHelpers(th) {
+				t.Fatalf("%d threads: not every goroutine entered the region within 10 ms", th)
+			}
+		}
+	}
+}

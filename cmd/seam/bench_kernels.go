@@ -152,7 +152,10 @@ of run by run: each round decodes the first -n positions, every position at
 each count in turn (the cache rewound to it between them), the order of the
 counts rotating from one position and round to the next. A token at one
 count then always has a neighbour in time at the other, so a machine
-whose speed moves from minute to minute moves both sides alike. The
+whose speed moves from minute to minute moves both sides alike. Before
+each token at more than one thread, an untimed empty parallel region wakes
+the helper threads, which the token before, at one thread, left asleep: a
+continuous decode never waits for them. The
 ratio is the baseline's total time over each count's, with the 10th and
 90th percentiles of the same ratio per position. Every count's logits are
 checked bit for bit against the first count's. The read bandwidth is
