@@ -27,13 +27,14 @@ import (
 //     memory (a layer's query, key and value matrices lie one after the
 //     other), and a thread the machine slows does less of the work instead
 //     of holding the other back. Whole decodes of the stories110M shape on
-//     2 threads, every token with each split in turn, were 3-17 % faster
-//     than with one chunk per thread and product claimed in any order, the
-//     gain largest when the machine's bandwidth allows it; pieces of 1<<14
-//     values were 14 % slower than that (a row kernel call per few
-//     kilobytes), and 1<<17 to 1<<19 within a few percent of each other
-//     (docs/performance.md, § Decode products split by ranges). Threads
-//     past maxRanges own no run and only take pieces from others'.
+//     2 threads, every token with each split in turn, were 0-10 % faster
+//     than with one chunk per thread and product claimed in any order, and
+//     more when a token found its helper parked (the caller takes the
+//     helper's run instead of waiting). Pieces of 1<<17 to 3<<17 values
+//     measured within a few percent of each other, 1<<14 was slower than
+//     the chunks (a row kernel call per few kilobytes); docs/performance.md,
+//     § Decode products split by ranges. Threads past maxRanges own no run
+//     and only take pieces from others'.
 //   - chunkElems, batchChunksPerThread: several vectors (a prompt, a
 //     batched step) are split into chunks claimed in any order from one
 //     counter, at least chunkElems values and about batchChunksPerThread
