@@ -66,6 +66,7 @@ type State struct {
 	next        int // positions [0, next) are cached
 	kv          kvCache
 	scratch     Scratch
+	one         [1]Item // LayersBatch's item: a slice of it allocates nothing
 }
 
 // NewState makes the KV cache of layers [first, last), unbounded: its
@@ -125,6 +126,24 @@ type Scratch struct {
 	att        []float32 // attention scores: per worker, the positions of a token
 	owner, pos []int32   // per token of the batch: its item, its position
 	wide       []float32 // per worker, one block of one head's f16 rows widened
+
+	// attn is the call attentionBatch's groups read, and attnGroup
+	// runAttnGroup bound to attnFor, made once (again if the Scratch was
+	// copied): a closure per call escaped to the heap, an allocation per
+	// layer of every decode step.
+	attn      attnCall
+	attnGroup func(worker, g int)
+	attnFor   *Scratch
+}
+
+// attnCall is one attentionBatch call, for its groups (Scratch.runAttnGroup).
+type attnCall struct {
+	m          *Model
+	items      []Item
+	l          int
+	q, out     []float32
+	span, wide int // the most positions a token attends to; one f16 block's values
+	per, total int // (token, head) items per group, and in all
 }
 
 func (sc *Scratch) ensure(n int, c *Config) {
@@ -160,7 +179,10 @@ func (m *Model) Layers(s *State, x []float32, pos int) error {
 // result is bit-identical to n calls of Layers (which is this with n = 1);
 // batching only lets each weight matrix be streamed once for all n tokens.
 func (m *Model) LayersBatch(s *State, x []float32, pos, n int) error {
-	return m.LayersMulti(&s.scratch, []Item{{State: s, X: x, Pos: pos, N: n}})
+	s.one[0] = Item{State: s, X: x, Pos: pos, N: n}
+	err := m.LayersMulti(&s.scratch, s.one[:])
+	s.one[0] = Item{}
+	return err
 }
 
 // Item is one session's part of a batch: n consecutive tokens at positions
@@ -375,7 +397,7 @@ func (m *Model) normHeads(v, weight []float32) {
 // thread count.
 func (m *Model) attentionBatch(sc *Scratch, items []Item, l int, q, out []float32, n int) {
 	c := &m.W.Config
-	qDim, heads := c.QDim(), c.NHeads
+	heads := c.NHeads
 	span := 0 // the most positions one token attends to
 	for _, it := range items {
 		span = max(span, it.Pos+it.N)
@@ -392,18 +414,30 @@ func (m *Model) attentionBatch(sc *Scratch, items []Item, l int, q, out []float3
 	groups := min(total, workers*attnGroupsPerWorker(n))
 	per := (total + groups - 1) / groups
 	groups = (total + per - 1) / per
-	kernels.Parallel(groups, workers, func(worker, g int) {
-		att := sc.att[worker*span : (worker+1)*span]
-		for i := g * per; i < min((g+1)*per, total); i++ {
-			t, h := i/heads, i%heads
-			st := items[sc.owner[t]].State
-			var w []float32
-			if st.kv.half {
-				w = sc.wide[worker*wide : (worker+1)*wide]
-			}
-			m.attendHead(st, l, h, q[t*qDim:(t+1)*qDim], out[t*qDim:(t+1)*qDim], int(sc.pos[t]), att, w)
+	if sc.attnFor != sc {
+		sc.attnGroup, sc.attnFor = sc.runAttnGroup, sc
+	}
+	sc.attn = attnCall{m: m, items: items, l: l, q: q, out: out, span: span, wide: wide, per: per, total: total}
+	kernels.Parallel(groups, workers, sc.attnGroup)
+	sc.attn = attnCall{} // no references kept past the call
+}
+
+// runAttnGroup computes group g of the (token, head) items of sc.attn on
+// worker's scratch.
+func (sc *Scratch) runAttnGroup(worker, g int) {
+	a := &sc.attn
+	c := &a.m.W.Config
+	qDim, heads := c.QDim(), c.NHeads
+	att := sc.att[worker*a.span : (worker+1)*a.span]
+	for i := g * a.per; i < min((g+1)*a.per, a.total); i++ {
+		t, h := i/heads, i%heads
+		st := a.items[sc.owner[t]].State
+		var w []float32
+		if st.kv.half {
+			w = sc.wide[worker*a.wide : (worker+1)*a.wide]
 		}
-	})
+		a.m.attendHead(st, a.l, h, a.q[t*qDim:(t+1)*qDim], a.out[t*qDim:(t+1)*qDim], int(sc.pos[t]), att, w)
+	}
 }
 
 // attendHead computes grouped-query attention of head h of query q (one
