@@ -67,9 +67,10 @@ type TokenScaling struct {
 // from minute to minute, a change moves both sides of a ratio alike, where
 // alternating whole runs (MeasureScaling) leaves each round's two runs
 // seconds apart. Before each token at more than one thread, the helpers
-// are woken, untimed (wakeHelpers), as a continuous decode finds them. The thread count changes no bit of a token's logits
-// (docs/kernels.md), and each count's logits are checked against the
-// first's: a difference is an error.
+// are woken, untimed (wakeHelpers), as a continuous decode finds them. The
+// thread count changes no bit of a token's logits (docs/kernels.md), and
+// each count's logits are checked against the first's: a difference is an
+// error.
 func DecodeByToken(w *model.Weights, opts TokenScalingOptions) (TokenScaling, error) {
 	if opts.Positions == 0 {
 		opts.Positions = 128
