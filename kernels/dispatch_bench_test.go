@@ -51,11 +51,7 @@ func BenchmarkDispatch(b *testing.B) {
 func spawnMatVec(out []float32, w *tensor.Tensor, x []float32, n int) {
 	j := &job{x: x, tokens: 1, cols: len(x), np: 1}
 	j.ps[0] = newProduct(Product{Out: out, W: w})
-	p := &j.ps[0]
-	p.chunkRows = max(1, chunkElems/len(x), len(out)/n)
-	p.chunks = (len(out) + p.chunkRows - 1) / p.chunkRows
-	j.chunks = p.chunks
-	j.remaining.Store(int64(j.chunks))
+	j.splitChunks(n)
 	for range min(n-1, j.chunks-1) {
 		go j.work()
 	}

@@ -179,12 +179,10 @@ func (j *job) release() {
 
 // product is one matrix of a job.
 type product struct {
-	w         *tensor.Tensor
-	out       []float32
-	intDot    bool
-	k         rowDotter // the float path, when !intDot
-	chunkRows int
-	chunks    int
+	w      *tensor.Tensor
+	out    []float32
+	intDot bool
+	k      rowDotter // the float path, when !intDot
 }
 
 func newProduct(p Product) product {
@@ -294,18 +292,13 @@ func (j *job) parallel(n int) {
 // and gives each of up to n threads a contiguous run of them (see
 // pieceElems).
 func (j *job) splitRanges(n int) {
-	total := 0
-	for i := range j.np {
-		p := &j.ps[i]
+	total := j.numberPieces(func(p *product) int {
 		// As many pieces as pieceElems asks for, rounded up to a multiple
 		// of n, so that runs of equal counts hold about equal rows.
 		k := (p.w.Rows*j.cols + pieceElems - 1) / pieceElems
 		k = min(p.w.Rows, (k+n-1)/n*n)
-		j.pieceRows[i] = (p.w.Rows + k - 1) / k
-		j.pieceStart[i] = total
-		total += (p.w.Rows + j.pieceRows[i] - 1) / j.pieceRows[i]
-	}
-	j.pieceStart[j.np] = total
+		return (p.w.Rows + k - 1) / k
+	})
 	j.nranges = min(n, total, maxRanges)
 	for r := range j.nranges {
 		j.ranges[r].Store(packRange(total*r/j.nranges, total*(r+1)/j.nranges))
@@ -313,22 +306,30 @@ func (j *job) splitRanges(n int) {
 	j.remaining.Store(int64(total))
 }
 
-// splitChunks cuts each product into chunks of rows, about
+// splitChunks cuts each product into pieces of rows (chunks), about
 // batchChunksPerThread per thread (one for one vector, when not split by
-// ranges), claimed in any order.
+// ranges), claimed in any order from one counter.
 func (j *job) splitChunks(n int) {
 	per := batchChunksPerThread
 	if j.tokens == 1 {
 		per = 1
 	}
+	j.chunks = j.numberPieces(func(p *product) int { return max(1, chunkElems/j.cols, p.w.Rows/(per*n)) })
+	j.remaining.Store(int64(j.chunks))
+}
+
+// numberPieces cuts product i into pieces of rowsOf(product i) rows,
+// numbered in product order from pieceStart[i], and returns their count.
+func (j *job) numberPieces(rowsOf func(p *product) int) int {
+	total := 0
 	for i := range j.np {
 		p := &j.ps[i]
-		rows := p.w.Rows
-		p.chunkRows = max(1, chunkElems/j.cols, rows/(per*n))
-		p.chunks = (rows + p.chunkRows - 1) / p.chunkRows
-		j.chunks += p.chunks
+		j.pieceRows[i] = rowsOf(p)
+		j.pieceStart[i] = total
+		total += (p.w.Rows + j.pieceRows[i] - 1) / j.pieceRows[i]
 	}
-	j.remaining.Store(int64(j.chunks))
+	j.pieceStart[j.np] = total
+	return total
 }
 
 // A range of pieces not yet claimed, [lo, hi), is one word, so that its
@@ -389,7 +390,7 @@ func (j *job) workRanges() {
 	j.finished(done)
 }
 
-// piece computes piece k of a split by ranges.
+// piece computes piece k (numberPieces).
 func (j *job) piece(k int, scratch *[]float32) {
 	i := 0
 	for k >= j.pieceStart[i+1] {
@@ -434,10 +435,11 @@ type job struct {
 	fault     any          // the first memory fault a helper met (see catchFault), under mu
 	refs      atomic.Int32 // holders: the caller, and each helper it was handed to
 
-	// A split by ranges (splitRanges): product i's pieces are numbered
-	// from pieceStart[i], pieceRows[i] rows each; ranges[r] holds the
-	// pieces of run r not yet claimed (packRange); arrivals numbers the
-	// threads as they enter, each owning the run of its number.
+	// Product i's pieces (chunks, or a split by ranges' pieces) are
+	// numbered from pieceStart[i], pieceRows[i] rows each (numberPieces).
+	// In a split by ranges, ranges[r] holds the pieces of run r not yet
+	// claimed (packRange), and arrivals numbers the threads as they
+	// enter, each owning the run of its number.
 	pieceRows  [maxProducts]int
 	pieceStart [maxProducts + 1]int
 	nranges    int
@@ -505,14 +507,7 @@ func (j *job) work() {
 		if !claimed {
 			scratch, claimed = j.getScratch(), true
 		}
-		i := 0
-		for c >= j.ps[i].chunks {
-			c -= j.ps[i].chunks
-			i++
-		}
-		p := &j.ps[i]
-		r0 := c * p.chunkRows
-		j.guardedRows(p, r0, min(r0+p.chunkRows, p.w.Rows), scratch)
+		j.piece(c, scratch)
 		j.finished(1)
 	}
 	if scratch != nil {
