@@ -320,3 +320,34 @@ var (
 	benchSmallN     = []int{2, 3, 4, 5, 8, 16, 32, 64}
 	benchSmallModes = []string{"gemm", "blocked", "matvecs", "blocked", "gemm"} // each twice around matvecs, in both orders
 )
+
+// BenchmarkActivations times SwiGLU over a stories110M hidden vector (2048
+// values) and Softmax over 256 attention scores at each instruction-set
+// level: both are mostly Exp, a chain of dependent float64 roundings.
+func BenchmarkActivations(b *testing.B) {
+	g0, up, s0 := make([]float32, 2048), make([]float32, 2048), make([]float32, 256)
+	for i := range g0 {
+		g0[i], up[i] = float32(i%29)*0.25-3.5, float32(i%7)-3
+	}
+	for i := range s0 {
+		s0[i] = float32(i%31) * 0.3
+	}
+	gate, scores := make([]float32, len(g0)), make([]float32, len(s0))
+	for level := simdNone; level <= simdLevel; level++ {
+		saved := simdLevel
+		simdLevel = level
+		b.Run(fmt.Sprintf("swiglu/2048/level=%d", level), func(b *testing.B) {
+			for b.Loop() {
+				copy(gate, g0) // SwiGLU works in place
+				SwiGLU(gate, up)
+			}
+		})
+		b.Run(fmt.Sprintf("softmax/256/level=%d", level), func(b *testing.B) {
+			for b.Loop() {
+				copy(scores, s0)
+				Softmax(scores)
+			}
+		})
+		simdLevel = saved
+	}
+}

@@ -243,6 +243,22 @@ func expSIMD(dst, src []float32, negate bool) int {
 	return expSIMDAVX2(dst, src, negate)
 }
 
+//go:noescape
+func swigluAVX512(gate, up *float32, n int)
+
+// swigluSIMD does SwiGLU's arithmetic on the first len(gate)&^7 values with
+// AVX-512 and returns how many (0 below AVX-512): the same operations as
+// SwiGLU's loop, so the same bits.
+func swigluSIMD(gate, up []float32) int {
+	n8 := len(gate) &^ 7
+	if simdLevel < simdAVX512 || n8 == 0 {
+		return 0
+	}
+	_ = up[n8-1]
+	swigluAVX512(&gate[0], &up[0], n8)
+	return n8
+}
+
 func expSIMDAVX2(dst, src []float32, negate bool) int {
 	n4 := len(dst) &^ 3
 	if n4 == 0 || simdLevel < simdAVX2 {

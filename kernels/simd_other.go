@@ -59,6 +59,8 @@ func axpySIMD([]float32, float32, []float32) int { return 0 }
 
 func expSIMD([]float32, []float32, bool) int { return 0 }
 
+func swigluSIMD([]float32, []float32) int { return 0 }
+
 func f32RowsSIMD(*tensor.Tensor, int, int, []float32, []float32) bool { return false }
 
 func dotRowsSIMD([]float32, []float32, []float32, int) bool  { return false }

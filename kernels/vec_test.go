@@ -133,6 +133,33 @@ func TestSoftmax(t *testing.T) {
 	if two[0] != 0.5 || two[1] != 0.5 {
 		t.Fatalf("softmax(0, 0) = %v", two)
 	}
+	// Signed zeros give the bits the builtin max's maximum (+0) gives; a
+	// NaN anywhere makes every value NaN.
+	negZero := float32(math.Copysign(0, -1))
+	for _, x := range [][]float32{{negZero, 0, -1}, {0, negZero, -1}, {negZero, negZero, -2}, {-1, negZero, 0, negZero}} {
+		got := append([]float32(nil), x...)
+		Softmax(got)
+		e := make([]float64, len(x))
+		var sum float32
+		for i, v := range x {
+			e[i] = float64(Exp(v - 0))
+			sum += float32(e[i])
+		}
+		for i := range got {
+			if want := float32(e[i]) * (1 / sum); !sameBits(got[i], want) {
+				t.Fatalf("softmax%v[%d] = %v (bits %08x), want %v", x, i, got[i], math.Float32bits(got[i]), want)
+			}
+		}
+	}
+	nan := float32(math.NaN())
+	for _, x := range [][]float32{{nan, 1, 2}, {1, nan, 2}, {1, 2, nan}} {
+		Softmax(x)
+		for i, v := range x {
+			if v == v {
+				t.Fatalf("softmax with a NaN: value %d is %v", i, v)
+			}
+		}
+	}
 	Softmax(nil) // must not panic
 }
 
@@ -211,6 +238,39 @@ func TestExpSIMDMatchesGo(t *testing.T) {
 				}
 				if want := Exp(v); !sameBits(got[i], want) {
 					t.Fatalf("level %s: Exp(%v) = %v (bits %08x), SIMD %v (bits %08x)", levelNames[level], v, want, math.Float32bits(want), got[i], math.Float32bits(got[i]))
+				}
+			}
+		}
+	})
+}
+
+// SwiGLU gives, at every level, the bits of its definition's float32
+// operations, g / (1 + Exp(-g)) * u, each rounded: gates over Exp's whole
+// range and its special values, up values with signs, zeros, infinities
+// and NaN, and lengths that leave the AVX-512 loop's pairs of vectors, a
+// single vector and a scalar tail.
+func TestSwiGLUSIMDMatchesDefinition(t *testing.T) {
+	rng := rand.New(rand.NewPCG(73, 73))
+	var g, u []float32
+	for range 20000 {
+		g = append(g, float32(rng.Float64()*240-120))
+		u = append(u, float32(rng.NormFloat64()*4))
+	}
+	special := []float32{0, float32(math.Copysign(0, -1)), 89, -89, 104, -104, 105, -105, math.MaxFloat32, -math.MaxFloat32,
+		math.SmallestNonzeroFloat32, float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN())}
+	for _, a := range special {
+		for _, b := range special {
+			g, u = append(g, a), append(u, b)
+		}
+	}
+	levelsCovered(t, func(level int) {
+		for _, n := range []int{1, 7, 8, 15, 16, 24, 31, 40, len(g)} {
+			got := append([]float32(nil), g[len(g)-n:]...)
+			up := u[len(u)-n:]
+			SwiGLU(got, up)
+			for i, v := range g[len(g)-n:] {
+				if want := v / (1 + Exp(-v)) * up[i]; !sameBits(got[i], want) {
+					t.Fatalf("level %s, %d values: g=%v u=%v gives %v (bits %08x), want %v (bits %08x)", levelNames[level], n, v, up[i], got[i], math.Float32bits(got[i]), want, math.Float32bits(want))
 				}
 			}
 		}
