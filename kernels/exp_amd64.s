@@ -53,6 +53,23 @@ GLOBL expF<>(SB), RODATA|NOPTR, $64
 	VMULPD Y6, Y8, Y8; \
 	VADDPD expC<>+(off)(SB), Y8, Y8
 
+// HORNER13 applies STEP to the offsets of expC's 13 Horner constants
+// after the first.
+#define HORNER13(STEP) \
+	STEP(32); \
+	STEP(64); \
+	STEP(96); \
+	STEP(128); \
+	STEP(160); \
+	STEP(192); \
+	STEP(224); \
+	STEP(256); \
+	STEP(288); \
+	STEP(320); \
+	STEP(352); \
+	STEP(384); \
+	STEP(416)
+
 // func expAVX2(dst, src *float32, n int, negate bool)
 // dst[i] = Exp(src[i]) (Exp(-src[i]) with negate) for i < n, n a multiple of 4.
 TEXT ·expAVX2(SB), NOSPLIT, $0-25
@@ -87,19 +104,7 @@ exploop:
 	VMULPD    expC<>+512(SB), Y3, Y7
 	VSUBPD    Y7, Y6, Y6 // r
 	VMOVUPD   expC<>+0(SB), Y8
-	HORNER(32)
-	HORNER(64)
-	HORNER(96)
-	HORNER(128)
-	HORNER(160)
-	HORNER(192)
-	HORNER(224)
-	HORNER(256)
-	HORNER(288)
-	HORNER(320)
-	HORNER(352)
-	HORNER(384)
-	HORNER(416)
+	HORNER13(HORNER)
 	VADDPD     expC<>+640(SB), Y3, Y9
 	VPSLLQ     $52, Y9, Y9 // 2^k
 	VMULPD     Y9, Y8, Y8
@@ -157,6 +162,9 @@ expdone:
 	HORNER8(off, Z6, Z8); \
 	HORNER8(off, Z16, Z18)
 
+// The first chain's step alone.
+#define HORNER8X1(off) HORNER8(off, Z6, Z8)
+
 // EXPFIN8 scales P by 2^K (ZT scratch), rounds it to float32 in YP and
 // applies Exp's special cases for the input IN (YZ scratch; masks K2-K4).
 #define EXPFIN8(IN, K, P, YP, ZT, YZ) \
@@ -193,19 +201,7 @@ expdone:
 	EXPRED8(src1, Y10, Z11, Z12, Z13, Z14, Z15, Z16, Z17, K5); \
 	VMOVAPD Z28, Z8; \
 	VMOVAPD Z28, Z18; \
-	HORNER8X2(32); \
-	HORNER8X2(64); \
-	HORNER8X2(96); \
-	HORNER8X2(128); \
-	HORNER8X2(160); \
-	HORNER8X2(192); \
-	HORNER8X2(224); \
-	HORNER8X2(256); \
-	HORNER8X2(288); \
-	HORNER8X2(320); \
-	HORNER8X2(352); \
-	HORNER8X2(384); \
-	HORNER8X2(416); \
+	HORNER13(HORNER8X2); \
 	EXPFIN8(Y0, Z3, Z8, Y8, Z2, Y7); \
 	EXPFIN8(Y10, Z13, Z18, Y18, Z12, Y17)
 
@@ -213,19 +209,7 @@ expdone:
 #define EXP8(src) \
 	EXPRED8(src, Y0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, K1); \
 	VMOVAPD Z28, Z8; \
-	HORNER8(32, Z6, Z8); \
-	HORNER8(64, Z6, Z8); \
-	HORNER8(96, Z6, Z8); \
-	HORNER8(128, Z6, Z8); \
-	HORNER8(160, Z6, Z8); \
-	HORNER8(192, Z6, Z8); \
-	HORNER8(224, Z6, Z8); \
-	HORNER8(256, Z6, Z8); \
-	HORNER8(288, Z6, Z8); \
-	HORNER8(320, Z6, Z8); \
-	HORNER8(352, Z6, Z8); \
-	HORNER8(384, Z6, Z8); \
-	HORNER8(416, Z6, Z8); \
+	HORNER13(HORNER8X1); \
 	EXPFIN8(Y0, Z3, Z8, Y8, Z2, Y7)
 
 // func expAVX512(dst, src *float32, n int, negate bool)
