@@ -49,10 +49,6 @@ DATA expF<>+48(SB)/8, $0x8000000080000000
 DATA expF<>+56(SB)/8, $0x8000000080000000
 GLOBL expF<>(SB), RODATA|NOPTR, $64
 
-#define HORNER(off) \
-	VMULPD Y6, Y8, Y8; \
-	VADDPD expC<>+(off)(SB), Y8, Y8
-
 // HORNER13 applies STEP to the offsets of expC's 13 Horner constants
 // after the first.
 #define HORNER13(STEP) \
@@ -70,6 +66,71 @@ GLOBL expF<>(SB), RODATA|NOPTR, $64
 	STEP(384); \
 	STEP(416)
 
+// The AVX2 loops run two vectors' chains interleaved, as the AVX-512 ones
+// below do (see there).
+
+// EXPRED4 loads 4 float32 from (src) into IN (xored with X15, the sign
+// when negating) and computes k into K and r into R (XD, T, F scratch).
+#define EXPRED4(src, IN, XD, T, K, F, R) \
+	VMOVUPS   src, IN; \
+	VXORPS    X15, IN, IN; \
+	VCVTPS2PD IN, XD; \
+	VMULPD    expC<>+448(SB), XD, T; \
+	VROUNDPD  $3, T, K; \
+	VSUBPD    K, T, F; \
+	VANDPD    expC<>+576(SB), F, F; \
+	VCMPPD    $0x1d, expC<>+544(SB), F, F; \
+	VANDPD    expC<>+608(SB), T, T; \
+	VORPD     expC<>+384(SB), T, T; \
+	VANDPD    F, T, T; \
+	VADDPD    T, K, K; \
+	VMULPD    expC<>+480(SB), K, R; \
+	VSUBPD    R, XD, R; \
+	VMULPD    expC<>+512(SB), K, T; \
+	VSUBPD    T, R, R
+
+#define HORNER4(off, R, P) \
+	VMULPD R, P, P; \
+	VADDPD expC<>+(off)(SB), P, P
+
+// EXPFIN4 scales P by 2^K (T scratch), rounds it to float32 in XP and
+// applies Exp's special cases for the input IN (XF scratch).
+#define EXPFIN4(IN, K, P, XP, T, XF) \
+	VADDPD     expC<>+640(SB), K, T; \
+	VPSLLQ     $52, T, T; \
+	VMULPD     T, P, P; \
+	VCVTPD2PSY P, XP; \
+	VCMPPS     $0x1e, expF<>+0(SB), IN, XF; \
+	VBLENDVPS  XF, expF<>+32(SB), XP, XP; \
+	VCMPPS     $0x11, expF<>+16(SB), IN, XF; \
+	VANDNPS    XP, XF, XP; \
+	VCMPPS     $3, IN, IN, XF; \
+	VBLENDVPS  XF, IN, XP, XP
+
+#define HORNER4X2(off) \
+	HORNER4(off, Y5, Y6); \
+	HORNER4(off, Y12, Y13)
+
+#define HORNER4X1(off) HORNER4(off, Y5, Y6)
+
+// EXP4X2 computes Exp of the 8 float32 at (src0) and (src1) into X6 (the
+// first 4) and X13.
+#define EXP4X2(src0, src1) \
+	EXPRED4(src0, X0, Y1, Y2, Y3, Y4, Y5); \
+	EXPRED4(src1, X7, Y8, Y9, Y10, Y11, Y12); \
+	VMOVUPD expC<>+0(SB), Y6; \
+	VMOVUPD expC<>+0(SB), Y13; \
+	HORNER13(HORNER4X2); \
+	EXPFIN4(X0, Y3, Y6, X6, Y2, X4); \
+	EXPFIN4(X7, Y10, Y13, X13, Y9, X11)
+
+// EXP4 computes Exp of the 4 float32 at (src) into X6.
+#define EXP4(src) \
+	EXPRED4(src, X0, Y1, Y2, Y3, Y4, Y5); \
+	VMOVUPD expC<>+0(SB), Y6; \
+	HORNER13(HORNER4X1); \
+	EXPFIN4(X0, Y3, Y6, X6, Y2, X4)
+
 // func expAVX2(dst, src *float32, n int, negate bool)
 // dst[i] = Exp(src[i]) (Exp(-src[i]) with negate) for i < n, n a multiple of 4.
 TEXT ·expAVX2(SB), NOSPLIT, $0-25
@@ -86,43 +147,72 @@ expnoneg:
 	SHRQ $2, CX
 	JZ   expdone
 
-exploop:
-	VMOVUPS   (SI), X0
-	VXORPS    X15, X0, X0 // negate (or not)
-	VCVTPS2PD X0, Y1
-	VMULPD    expC<>+448(SB), Y1, Y2
-	VROUNDPD  $3, Y2, Y3 // truncate
-	VSUBPD    Y3, Y2, Y4
-	VANDPD    expC<>+576(SB), Y4, Y4
-	VCMPPD    $0x1d, expC<>+544(SB), Y4, Y4 // |frac| >= 0.5
-	VANDPD    expC<>+608(SB), Y2, Y5
-	VORPD     expC<>+384(SB), Y5, Y5 // +-1
-	VANDPD    Y4, Y5, Y5
-	VADDPD    Y5, Y3, Y3 // k, rounded half away from zero
-	VMULPD    expC<>+480(SB), Y3, Y6
-	VSUBPD    Y6, Y1, Y6
-	VMULPD    expC<>+512(SB), Y3, Y7
-	VSUBPD    Y7, Y6, Y6 // r
-	VMOVUPD   expC<>+0(SB), Y8
-	HORNER13(HORNER)
-	VADDPD     expC<>+640(SB), Y3, Y9
-	VPSLLQ     $52, Y9, Y9 // 2^k
-	VMULPD     Y9, Y8, Y8
-	VCVTPD2PSY Y8, X8
-	// Out of range and NaN inputs, as Exp's switch.
-	VCMPPS    $0x1e, expF<>+0(SB), X0, X9 // x > 89
-	VBLENDVPS X9, expF<>+32(SB), X8, X8
-	VCMPPS    $0x11, expF<>+16(SB), X0, X9 // x < -104
-	VANDNPS   X8, X9, X8
-	VCMPPS    $3, X0, X0, X9 // NaN
-	VBLENDVPS X9, X0, X8, X8
-	VMOVUPS   X8, (DI)
-	ADDQ      $16, SI
-	ADDQ      $16, DI
-	DECQ      CX
-	JNZ       exploop
+exppair:
+	CMPQ    CX, $2
+	JB      expone
+	EXP4X2((SI), 16(SI))
+	VMOVUPS X6, (DI)
+	VMOVUPS X13, 16(DI)
+	ADDQ    $32, SI
+	ADDQ    $32, DI
+	SUBQ    $2, CX
+	JMP     exppair
+
+expone:
+	TESTQ   CX, CX
+	JZ      expdone
+	EXP4((SI))
+	VMOVUPS X6, (DI)
 
 expdone:
+	VZEROUPPER
+	RET
+
+// Float32 1.0, 4 lanes.
+DATA oneF4<>+0(SB)/8, $0x3f8000003f800000
+DATA oneF4<>+8(SB)/8, $0x3f8000003f800000
+GLOBL oneF4<>(SB), RODATA|NOPTR, $16
+
+// SWIGLU sets the float32 at (gate) to g / (1 + e) * u, e in E, u at
+// (up), 1.0 in every lane of ONE, T scratch: SwiGLU's float32 operations,
+// rounded as Go rounds them. The registers' width sets how many.
+#define SWIGLU(ONE, gate, up, E, T) \
+	VADDPS  ONE, E, E; \
+	VMOVUPS gate, T; \
+	VDIVPS  E, T, T; \
+	VMULPS  up, T, T; \
+	VMOVUPS T, gate
+
+// func swigluAVX2(gate, up *float32, n int)
+// gate[i] = gate[i] / (1 + Exp(-gate[i])) * up[i] for i < n, n a multiple
+// of 4.
+TEXT ·swigluAVX2(SB), NOSPLIT, $0-24
+	MOVQ    gate+0(FP), SI
+	MOVQ    up+8(FP), DX
+	MOVQ    n+16(FP), CX
+	VMOVUPS expF<>+48(SB), X15 // negate: Exp(-g)
+	VMOVUPS oneF4<>(SB), X14
+	SHRQ    $2, CX
+	JZ      swiglu4done
+
+swiglu4pair:
+	CMPQ CX, $2
+	JB   swiglu4one
+	EXP4X2((SI), 16(SI))
+	SWIGLU(X14, (SI), (DX), X6, X4)
+	SWIGLU(X14, 16(SI), 16(DX), X13, X11)
+	ADDQ $32, SI
+	ADDQ $32, DX
+	SUBQ $2, CX
+	JMP  swiglu4pair
+
+swiglu4one:
+	TESTQ CX, CX
+	JZ    swiglu4done
+	EXP4((SI))
+	SWIGLU(X14, (SI), (DX), X6, X4)
+
+swiglu4done:
 	VZEROUPPER
 	RET
 
@@ -250,20 +340,6 @@ exp8done:
 	VZEROUPPER
 	RET
 
-// Float32 1.0, broadcast.
-DATA oneF<>+0(SB)/4, $0x3f800000
-GLOBL oneF<>(SB), RODATA|NOPTR, $4
-
-// SWIGLU8 sets the 8 float32 at (gate) to g / (1 + e) * u, e in YE, u at
-// (up), with YT scratch: SwiGLU's float32 operations, rounded as Go rounds
-// them.
-#define SWIGLU8(gate, up, YE, YT) \
-	VADDPS  Y9, YE, YE; \
-	VMOVUPS gate, YT; \
-	VDIVPS  YE, YT, YT; \
-	VMULPS  up, YT, YT; \
-	VMOVUPS YT, gate
-
 // func swigluAVX512(gate, up *float32, n int)
 // gate[i] = gate[i] / (1 + Exp(-gate[i])) * up[i] for i < n, n a multiple
 // of 8.
@@ -272,7 +348,7 @@ TEXT ·swigluAVX512(SB), NOSPLIT, $0-24
 	MOVQ up+8(FP), DX
 	MOVQ n+16(FP), CX
 	VBROADCASTSS expF<>+48(SB), Y19 // negate: Exp(-g)
-	VBROADCASTSS oneF<>(SB), Y9
+	VBROADCASTSS oneF4<>(SB), Y9
 	EXP8CONSTS
 	SHRQ $3, CX
 	JZ   swigludone
@@ -281,8 +357,8 @@ swiglupair:
 	CMPQ CX, $2
 	JB   swigluone
 	EXP8X2((SI), 32(SI))
-	SWIGLU8((SI), (DX), Y8, Y7)
-	SWIGLU8(32(SI), 32(DX), Y18, Y17)
+	SWIGLU(Y9, (SI), (DX), Y8, Y7)
+	SWIGLU(Y9, 32(SI), 32(DX), Y18, Y17)
 	ADDQ $64, SI
 	ADDQ $64, DX
 	SUBQ $2, CX
@@ -292,7 +368,7 @@ swigluone:
 	TESTQ CX, CX
 	JZ    swigludone
 	EXP8((SI))
-	SWIGLU8((SI), (DX), Y8, Y7)
+	SWIGLU(Y9, (SI), (DX), Y8, Y7)
 
 swigludone:
 	VZEROUPPER

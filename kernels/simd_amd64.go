@@ -246,17 +246,26 @@ func expSIMD(dst, src []float32, negate bool) int {
 //go:noescape
 func swigluAVX512(gate, up *float32, n int)
 
-// swigluSIMD does SwiGLU's arithmetic on the first len(gate)&^7 values with
-// AVX-512 and returns how many (0 below AVX-512): the same operations as
-// SwiGLU's loop, so the same bits.
+//go:noescape
+func swigluAVX2(gate, up *float32, n int)
+
+// swigluSIMD does SwiGLU's arithmetic on the first values of gate, a
+// multiple of 8 of them with AVX-512 or of 4 with AVX2, and returns how
+// many (0 without SIMD): the same operations as SwiGLU's loop, so the same
+// bits.
 func swigluSIMD(gate, up []float32) int {
-	n8 := len(gate) &^ 7
-	if simdLevel < simdAVX512 || n8 == 0 {
-		return 0
+	_ = up[:len(gate)]
+	switch {
+	case simdLevel >= simdAVX512 && len(gate) >= 8:
+		n8 := len(gate) &^ 7
+		swigluAVX512(&gate[0], &up[0], n8)
+		return n8 + swigluSIMD(gate[n8:], up[n8:len(gate)])
+	case simdLevel >= simdAVX2 && len(gate) >= 4:
+		n4 := len(gate) &^ 3
+		swigluAVX2(&gate[0], &up[0], n4)
+		return n4
 	}
-	_ = up[n8-1]
-	swigluAVX512(&gate[0], &up[0], n8)
-	return n8
+	return 0
 }
 
 func expSIMDAVX2(dst, src []float32, negate bool) int {
