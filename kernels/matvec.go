@@ -472,17 +472,33 @@ func (j *job) unref() {
 	}
 }
 
-// hand offers the job to up to n helpers. A helper that takes it holds a
-// reference until it leaves work; when every helper is busy the queue
-// refuses and the caller does the rest itself.
+// hand offers the job to up to n helpers, each through its mailbox. A
+// helper that takes it holds a reference until it leaves work. A helper
+// whose mailbox still holds another job (busy with a third, or another
+// caller's) is passed over; the threads that do come take the pieces of
+// those that do not.
 func (j *job) hand(n int) {
+	if n < 1 {
+		return
+	}
 	pool.ensure(n)
-	for range n {
-		j.refs.Add(1) // before the send: the helper may finish at once
-		select {
-		case pool.jobs <- j:
-		default:
+	for _, h := range *pool.helpers.Load() {
+		if n == 0 {
+			return
+		}
+		j.refs.Add(1) // before the hand-off: the helper may finish at once
+		if !h.slot.CompareAndSwap(nil, j) {
 			j.refs.Add(-1)
+			continue
+		}
+		n--
+		// After the slot is set: a helper that parks from now on finds
+		// the job when it looks at its slot, and one parked before is woken.
+		if h.parked.Load() {
+			select {
+			case h.wake <- struct{}{}:
+			default: // a wake-up is pending already
+			}
 		}
 	}
 }
@@ -628,24 +644,40 @@ func (j *job) wait() {
 // workerPool is the set of persistent helper goroutines. It only grows, to
 // the largest helper count asked for.
 //
-// A worker that finishes a job polls for the next one for workerSpin before
-// parking on the channel. The matrix products of a forward pass come back to
-// back, and waking a parked goroutine on the other CPU took 70 µs or more on
-// the 2-vCPU virtual machine this was measured on, longer than a whole
-// 768x768 product, while a polling worker picks a job up within a
+// A worker that finishes a job polls its mailbox for the next one for
+// workerSpin before parking. The matrix products of a forward pass come
+// back to back, and waking a parked goroutine on the other CPU took 70 µs
+// or more on the 2-vCPU virtual machine this was measured on, longer than
+// a whole 768x768 product, while a polling worker picks a job up within a
 // microsecond: with parked workers (or a goroutine started per call) the
 // parallel products of BenchmarkDispatch were no faster than serial ones;
-// with polling workers, up to 2.8x. The poll checks the queue between
+// with polling workers, up to 2.8x. The poll checks the mailbox between
 // PAUSEs (spinUntil) and yields (runtime.Gosched) every few microseconds,
 // so other goroutines keep running, and ends after workerSpin without
 // work, so an idle process burns no CPU.
+//
+// Each worker has a mailbox of its own, a cache line that only its caller
+// writes and it reads, rather than one channel for all: a buffered send
+// took the caller about 0.5 µs of a 768x2048 product's 23, the lock and
+// count of the channel bouncing between the caller's core and the polling
+// worker's; the mailbox's compare-and-swap about 0.25 µs. Whole decodes
+// on 2 threads ran 0.6-2.1 % faster (docs/performance.md, § Activations,
+// and three more ways to split a step).
 type workerPool struct {
 	mu      sync.Mutex
 	started atomic.Int32
-	jobs    chan *job
+	helpers atomic.Pointer[[]*helper] // the workers' mailboxes, in start order
 }
 
-var pool = workerPool{jobs: make(chan *job, 1024)}
+// helper is one worker's mailbox.
+type helper struct {
+	slot   atomic.Pointer[job] // the job handed to it and not yet taken
+	parked atomic.Bool         // it is waiting on wake
+	wake   chan struct{}       // capacity 1: a parked worker's wake-up
+	_      [104]byte           // a cache line of its own (128 bytes in all)
+}
+
+var pool workerPool
 
 func (p *workerPool) ensure(n int) {
 	if int(p.started.Load()) >= n {
@@ -653,35 +685,54 @@ func (p *workerPool) ensure(n int) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for int(p.started.Load()) < n {
-		go p.worker()
-		p.started.Add(1)
+	var hs []*helper
+	if old := p.helpers.Load(); old != nil {
+		hs = append(hs, *old...)
 	}
+	for len(hs) < n {
+		h := &helper{wake: make(chan struct{}, 1)}
+		hs = append(hs, h)
+		go h.run()
+	}
+	p.helpers.Store(&hs)
+	p.started.Store(int32(len(hs)))
 }
 
-func (p *workerPool) worker() {
+func (h *helper) run() {
 	debug.SetPanicOnFault(true) // see catchFault
 	for {
-		j := p.next()
+		j := h.next()
 		j.work()
 		j.unref()
 	}
 }
 
-// next returns the next job, polling for up to workerSpin, then blocking.
-func (p *workerPool) next() *job {
+// next returns the next job handed to h, polling for up to workerSpin,
+// then parking.
+func (h *helper) next() *job {
 	deadline := time.Now().Add(time.Duration(workerSpin.Load()))
 	for {
-		spinUntil(func() bool { return len(p.jobs) > 0 })
-		select {
-		case j := <-p.jobs:
-			return j
-		default:
+		if spinUntil(func() bool { return h.slot.Load() != nil }) {
+			return h.slot.Swap(nil)
 		}
 		if !time.Now().Before(deadline) {
-			return <-p.jobs
+			return h.park()
 		}
 		runtime.Gosched()
+	}
+}
+
+// park waits for a job. parked is set before the slot is looked at, and
+// hand sets the slot before it looks at parked, so that either this finds
+// the job or hand sends the wake-up (a stale one only costs a look).
+func (h *helper) park() *job {
+	h.parked.Store(true)
+	defer h.parked.Store(false)
+	for {
+		if j := h.slot.Swap(nil); j != nil {
+			return j
+		}
+		<-h.wake
 	}
 }
 

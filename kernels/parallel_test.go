@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/seamlm/seam/tensor"
 )
@@ -238,36 +239,45 @@ func TestMatMulsRangesMatchSerial(t *testing.T) {
 	}
 }
 
-// A run whose helper never comes (every helper busy, the queue full) is
-// taken from its back by the threads that did come: here the caller alone
-// works a split into five runs.
-func TestRangesWithoutHelpers(t *testing.T) {
+// rangesJob returns a decode step's job of one Q8_0 product (41 rows of
+// 128, in pieces of 2 rows) split into runs runs, its output NaN until
+// computed, and the rows MatVec gives on one thread. The caller releases
+// and unrefs it.
+func rangesJob(t *testing.T, runs int) (j *job, got, want []float32) {
+	t.Helper()
 	rng := rand.New(rand.NewPCG(5, 5))
-	saved := pieceElems
-	defer func() { pieceElems = saved }()
-	pieceElems = 2 * 128
 	w := randTensor(rng, tensor.Q8_0, 41, 128, 32)
 	x := randVec(rng, w.Cols)
-	want := make([]float32, w.Rows)
 	defer SetThreads(0)
 	SetThreads(1)
+	want = make([]float32, w.Rows)
 	MatVec(want, w, x)
-
-	got := make([]float32, w.Rows)
+	got = make([]float32, w.Rows)
 	for r := range got {
 		got[r] = float32(math.NaN())
 	}
-	j := newJob()
-	defer j.unref()
+	j = newJob()
 	j.x, j.tokens, j.cols, j.np = x, 1, w.Cols, 1
 	j.ps[0] = newProduct(Product{Out: got, W: w})
 	j.xq = getActQ(1, w.Cols)
 	j.xq.quantize(x)
-	defer j.release()
-	j.splitRanges(5)
-	if j.nranges != 5 {
-		t.Fatalf("split into %d runs, want 5", j.nranges)
+	saved := pieceElems
+	defer func() { pieceElems = saved }()
+	pieceElems = 2 * 128
+	j.splitRanges(runs)
+	if j.nranges != runs {
+		t.Fatalf("split into %d runs, want %d", j.nranges, runs)
 	}
+	return j, got, want
+}
+
+// A run whose helper never comes (every helper's mailbox full) is taken
+// from its back by the threads that did come: here the caller alone works
+// a split into five runs.
+func TestRangesWithoutHelpers(t *testing.T) {
+	j, got, want := rangesJob(t, 5)
+	defer j.unref()
+	defer j.release()
 	j.work()
 	if n := j.remaining.Load(); n != 0 {
 		t.Fatalf("%d pieces left after the caller's work, want 0", n)
@@ -330,4 +340,66 @@ func TestSplitRangesEvenRuns(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Jobs reach helpers through their mailboxes: here the caller hands a
+// split of two runs to one helper and never works itself, so a job ends
+// only if a helper takes it (and steals the caller's run). A parked helper
+// is woken, a full mailbox is passed over, and a polling helper takes its
+// job unwoken.
+func TestHelpersTakeHandedJobs(t *testing.T) {
+	saved := workerSpin.Load()
+	defer workerSpin.Store(saved)
+	finish := func(what string, j *job, got, want []float32) {
+		t.Helper()
+		done := make(chan struct{})
+		go func() { j.wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: the job was not finished within 10 s: no helper took it", what)
+		}
+		for r := range got {
+			if !sameBits(got[r], want[r]) {
+				t.Fatalf("%s: row %d: %v, want %v", what, r, got[r], want[r])
+			}
+		}
+		j.release()
+		j.unref()
+	}
+	// Parked helpers are woken.
+	workerSpin.Store(0)
+	pool.ensure(2)
+	time.Sleep(20 * time.Millisecond) // time to park
+	j, got, want := rangesJob(t, 2)
+	j.hand(1)
+	finish("parked helpers", j, got, want)
+
+	// A full mailbox is passed over: helper 0, parked, holds a job it was
+	// not woken for, and the next job goes to another helper.
+	time.Sleep(20 * time.Millisecond)
+	h0 := (*pool.helpers.Load())[0]
+	blocker := newJob()
+	blocker.refs.Add(1)
+	if !h0.slot.CompareAndSwap(nil, blocker) {
+		t.Fatal("helper 0's mailbox is not empty")
+	}
+	j, got, want = rangesJob(t, 2)
+	j.hand(1)
+	finish("helper 0's mailbox full", j, got, want)
+	if !h0.slot.CompareAndSwap(blocker, nil) {
+		t.Fatal("helper 0 took the job left in its mailbox without a wake-up")
+	}
+	blocker.unref()
+	blocker.unref()
+
+	// A polling helper takes a job without a wake-up: the first job wakes
+	// helper 0, which then polls for the second.
+	workerSpin.Store(int64(time.Second))
+	j, got, want = rangesJob(t, 2)
+	j.hand(1)
+	finish("a woken helper", j, got, want)
+	j, got, want = rangesJob(t, 2)
+	j.hand(1)
+	finish("a polling helper", j, got, want)
 }
