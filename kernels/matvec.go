@@ -474,9 +474,9 @@ func (j *job) unref() {
 
 // hand offers the job to up to n helpers, each through its mailbox. A
 // helper that takes it holds a reference until it leaves work. A helper
-// whose mailbox still holds another job (busy with a third, or another
-// caller's) is passed over; the threads that do come take the pieces of
-// those that do not.
+// whose mailbox is still full (it has not taken an earlier job yet, this
+// caller's or another's) is passed over; the threads that do come take
+// the pieces of those that do not.
 func (j *job) hand(n int) {
 	if n < 1 {
 		return
