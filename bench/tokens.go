@@ -57,6 +57,11 @@ type TokenScaling struct {
 	GBs          []float64 `json:"gb_s"`
 	BandwidthGBs []float64 `json:"bandwidth_gb_s"`
 	Fraction     []float64 `json:"bandwidth_fraction"`
+	// BandwidthRatio[i] is the median over the reported rounds of the read
+	// bandwidth at Threads[i] over the baseline's in the same round (0
+	// when there is no figure): what a decode bound by memory alone could
+	// gain from the extra threads, beside Ratio.
+	BandwidthRatio []float64 `json:"bandwidth_ratio"`
 }
 
 // DecodeByToken measures decode speed at several thread counts token by
@@ -243,15 +248,17 @@ func summarizeTokens(opts TokenScalingOptions, secs, roundSecs, bws [][]float64,
 		res.RatioP90 = append(res.RatioP90, quantile(ratios, 0.9))
 		res.GBs = append(res.GBs, tokS*weightBytes/1e9)
 		// The share, round by round against that round's reading.
-		bw, frac := make([]float64, len(bws)), make([]float64, len(bws))
+		bw, frac, bwRatio := make([]float64, len(bws)), make([]float64, len(bws)), make([]float64, len(bws))
 		for r := range bws {
 			bw[r] = bws[r][i]
 			if bw[r] > 0 {
 				frac[r] = float64(opts.Positions) / roundSecs[r][i] * weightBytes / 1e9 / bw[r]
+				bwRatio[r] = bw[r] / bws[r][0]
 			}
 		}
 		res.BandwidthGBs = append(res.BandwidthGBs, median(bw))
 		res.Fraction = append(res.Fraction, median(frac))
+		res.BandwidthRatio = append(res.BandwidthRatio, median(bwRatio))
 	}
 	return res
 }
@@ -260,13 +267,15 @@ func summarizeTokens(opts TokenScalingOptions, secs, roundSecs, bws [][]float64,
 func (s TokenScaling) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: %d positions x %d rounds after a warm-up round, every position at each count in turn\n", s.Mode, s.Positions, s.Rounds)
-	fmt.Fprintf(&b, "%-8s %-10s %-30s %s\n", "threads", "tok/s", fmt.Sprintf("vs %d threads (positions 10-90%%)", s.Threads[0]), "weights GB/s, share of read")
+	fmt.Fprintf(&b, "%-8s %-10s %-30s %-28s %s\n", "threads", "tok/s", fmt.Sprintf("vs %d threads (positions 10-90%%)", s.Threads[0]),
+		"weights GB/s, share of read", fmt.Sprintf("read bandwidth vs %d", s.Threads[0]))
 	for i, th := range s.Threads {
-		share := fmt.Sprintf("%.1f GB/s", s.GBs[i])
+		share, bwRatio := fmt.Sprintf("%.1f GB/s", s.GBs[i]), "-"
 		if s.BandwidthGBs[i] > 0 {
 			share += fmt.Sprintf(", %.0f%% of %.1f", 100*s.Fraction[i], s.BandwidthGBs[i])
+			bwRatio = fmt.Sprintf("%.2fx", s.BandwidthRatio[i])
 		}
-		fmt.Fprintf(&b, "%-8d %-10.2f %-30s %s\n", th, s.TokS[i], fmt.Sprintf("%.3fx (%.3f-%.3f)", s.Ratio[i], s.RatioP10[i], s.RatioP90[i]), share)
+		fmt.Fprintf(&b, "%-8d %-10.2f %-30s %-28s %s\n", th, s.TokS[i], fmt.Sprintf("%.3fx (%.3f-%.3f)", s.Ratio[i], s.RatioP10[i], s.RatioP90[i]), share, bwRatio)
 	}
 	return strings.TrimSuffix(b.String(), "\n")
 }

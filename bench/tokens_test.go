@@ -45,6 +45,12 @@ func TestDecodeByToken(t *testing.T) {
 	if res.BandwidthGBs[0] != 30 || res.BandwidthGBs[1] != 60 {
 		t.Errorf("bandwidth %v, want the figures given", res.BandwidthGBs)
 	}
+	if res.BandwidthRatio[0] != 1 || res.BandwidthRatio[1] != 2 {
+		t.Errorf("bandwidth ratio %v, want 1 and 60/30 = 2", res.BandwidthRatio)
+	}
+	if !strings.Contains(res.String(), "read bandwidth vs 1") || !strings.Contains(res.String(), "2.00x\n") && !strings.HasSuffix(res.String(), "2.00x") {
+		t.Errorf("table without the bandwidth ratio:\n%s", res)
+	}
 	lo, hi := math.Inf(1), 0.0
 	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n")[1:] {
 		var r, of, positions, th1, th2 int
@@ -76,6 +82,11 @@ func TestDecodeByToken(t *testing.T) {
 		t.Errorf("meter called for %v, want each count before each of 4 rounds", calls)
 	}
 	// Readings 11, 22 (warm-up), 31, 42, 51, 62, 71, 82: medians 51 and 62.
+	// Ratios per round: 22/11, 42/31, 62/51, 82/71; the reported rounds'
+	// median is that of 42/31, 62/51 and 82/71, which is 62/51.
+	if want := 62.0 / 51; math.Abs(metered.BandwidthRatio[1]-want) > 1e-12 {
+		t.Errorf("metered bandwidth ratio %v, want %v", metered.BandwidthRatio[1], want)
+	}
 	if metered.BandwidthGBs[0] != 51 || metered.BandwidthGBs[1] != 62 || !(metered.Fraction[1] > 0) {
 		t.Errorf("metered bandwidth %v, share %v, want 51 and 62", metered.BandwidthGBs, metered.Fraction)
 	}

@@ -133,8 +133,10 @@ ones, and the first round is a warm-up that is not reported. Each round's
 speed is divided by the first count's in the same round, so a machine whose
 speed drifts during the run (other load, a busy neighbour of a virtual
 machine) moves both sides of a ratio alike; the median ratio and its range
-over the rounds are reported, with each count's median tok/s and its weight
-stream as a share of the read bandwidth.
+over the rounds are reported, with each count's median tok/s, its weight
+stream as a share of the read bandwidth, and the read bandwidth against the
+first count's (what a decode bound by memory alone could gain: a speed
+ratio near it says the machine, not the code, sets the limit).
 
 Each run is the workload of bench decode (-n steps after --warmup untimed
 ones, from an empty cache) or bench prefill (one --tokens prompt, one
@@ -160,8 +162,9 @@ ratio is the baseline's total time over each count's, with the 10th and
 90th percentiles of the same ratio per position. Every count's logits are
 checked bit for bit against the first count's. The read bandwidth is
 measured at each count before every round (or given by --bandwidth), and
-the share reported is the median of the rounds' shares. --warmup and
---tokens do not apply and are refused.`,
+the share and the bandwidth against the first count's reported are the
+medians of the rounds'. --warmup and --tokens do not apply and are
+refused.`,
 		Example: `  seam bench threads --model stories110m-q4_0.gguf
   seam bench threads --model model.gguf --threads 1,2,4 --rounds 8 --json
   seam bench threads --model model.gguf --prefill --tokens 128
