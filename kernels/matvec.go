@@ -464,7 +464,7 @@ func newJob() *job {
 // unref drops one holder's reference, and the last returns the job to the
 // pool. The caller cannot recycle a job alone when its wait returns: a
 // helper may still be inside work (about to find no chunk left), and a
-// handed copy may still sit in the queue for a helper to pick up.
+// handed job may still sit in a helper's mailbox for it to pick up.
 func (j *job) unref() {
 	if j.refs.Add(-1) == 0 {
 		*j = job{}
@@ -481,8 +481,7 @@ func (j *job) hand(n int) {
 	if n < 1 {
 		return
 	}
-	pool.ensure(n)
-	for _, h := range *pool.helpers.Load() {
+	for _, h := range pool.ensure(n) {
 		if n == 0 {
 			return
 		}
@@ -664,8 +663,7 @@ func (j *job) wait() {
 // on 2 threads ran 0.6-2.1 % faster (docs/performance.md, § Activations,
 // and three more ways to split a step).
 type workerPool struct {
-	mu      sync.Mutex
-	started atomic.Int32
+	mu      sync.Mutex                // held while workers are started
 	helpers atomic.Pointer[[]*helper] // the workers' mailboxes, in start order
 }
 
@@ -679,9 +677,11 @@ type helper struct {
 
 var pool workerPool
 
-func (p *workerPool) ensure(n int) {
-	if int(p.started.Load()) >= n {
-		return
+// ensure starts workers until there are at least n, and returns their
+// mailboxes.
+func (p *workerPool) ensure(n int) []*helper {
+	if hs := p.helpers.Load(); hs != nil && len(*hs) >= n {
+		return *hs
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -695,7 +695,7 @@ func (p *workerPool) ensure(n int) {
 		go h.run()
 	}
 	p.helpers.Store(&hs)
-	p.started.Store(int32(len(hs)))
+	return hs
 }
 
 func (h *helper) run() {

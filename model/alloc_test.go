@@ -51,8 +51,8 @@ func TestDecodeStepDoesNotAllocate(t *testing.T) {
 			step(pos)
 		}
 		// testing.AllocsPerRun runs with GOMAXPROCS 1, where a helper
-		// waits for the caller to yield and every job handed to it stays
-		// queued, so this counts mallocs itself, the best of three rounds
+		// waits for the caller to yield and a job handed to it stays in
+		// its mailbox, so this counts mallocs itself, the best of three rounds
 		// (as kernels' TestMatVecDoesNotAllocate does, for the same reason).
 		const steps, rounds = 200, 3
 		best := math.Inf(1)
