@@ -133,7 +133,10 @@ const maxProducts = 4
 // region: the input is quantized once and the threads are woken once. Each
 // Out is exactly what MatMul(p.Out, p.W, x, n) would give. The W must have
 // the same Cols.
-func MatMuls(ps []Product, x []float32, n int) {
+func MatMuls(ps []Product, x []float32, n int) { matMuls(nil, ps, x, n) }
+
+// matMuls is MatMuls, run in crew c's region when c is not nil.
+func matMuls(c *Crew, ps []Product, x []float32, n int) {
 	if len(ps) < 1 || len(ps) > maxProducts {
 		panic(fmt.Sprintf("kernels.MatMuls: %d products, want 1..%d", len(ps), maxProducts))
 	}
@@ -144,8 +147,8 @@ func MatMuls(ps []Product, x []float32, n int) {
 			panic(fmt.Sprintf("kernels.MatMuls: tensor %s is %dx%d, got %d vectors, out of %d and x of %d", w.Name, w.Rows, w.Cols, n, len(p.Out), len(x)))
 		}
 	}
-	j := newJob()
-	defer j.unref()
+	j := c.newJob()
+	defer c.dropJob(j)
 	j.x, j.tokens, j.cols, j.np = x, n, cols, len(ps)
 	quant, elems := false, 0
 	for i, p := range ps {
@@ -164,7 +167,7 @@ func MatMuls(ps []Product, x []float32, n int) {
 		j.serial()
 		return
 	}
-	j.parallel(threads)
+	j.parallel(threads, c)
 }
 
 // release returns the job's quantized and packed vectors to their pools.
@@ -274,13 +277,16 @@ func (j *job) serial() {
 	}
 }
 
-func (j *job) parallel(n int) {
+// parallel splits the job for n threads, offers it to the helpers (through
+// their mailboxes, or to crew c's members), computes pieces with them and
+// returns when all are done.
+func (j *job) parallel(n int, c *Crew) {
 	if j.tokens == 1 && splitByRanges {
 		j.splitRanges(n)
-		j.hand(j.nranges - 1)
+		c.offer(j, j.nranges-1)
 	} else {
 		j.splitChunks(n)
-		j.hand(min(n-1, j.chunks-1))
+		c.offer(j, min(n-1, j.chunks-1))
 	}
 	j.work()
 	j.wait()
@@ -417,23 +423,25 @@ func (j *job) finished(n int) {
 // woke. Chunks of rows are claimed in any order, but each row is computed
 // whole by one goroutine: that makes the result independent of scheduling.
 type job struct {
-	ps        [maxProducts]product
-	np        int
-	x         []float32      // tokens vectors of cols
-	xq        *actQ          // x quantized, when a product uses integer dots
-	xp        [2]*gemmPacked // xq packed for the integer GEMM, per unit size used
-	tokens    int
-	cols      int
-	chunks    int
-	task      func(worker, i int) // a Parallel call: chunk i is task(worker, i)
-	workers   atomic.Int32        // goroutines that entered a Parallel job
-	next      atomic.Int64        // next chunk to claim
-	remaining atomic.Int64        // chunks not yet finished
-	mu        sync.Mutex
-	done      sync.Cond // signalled when remaining reaches 0 and someone parked; L is &mu
-	parked    bool
-	fault     any          // the first memory fault a helper met (see catchFault), under mu
-	refs      atomic.Int32 // holders: the caller, and each helper it was handed to
+	ps         [maxProducts]product
+	np         int
+	x          []float32      // tokens vectors of cols
+	xq         *actQ          // x quantized, when a product uses integer dots
+	xp         [2]*gemmPacked // xq packed for the integer GEMM, per unit size used
+	tokens     int
+	cols       int
+	chunks     int
+	task       func(worker, i int) // a Parallel call: chunk i is task(worker, i)
+	maxWorkers int32               // a Parallel call's bound on worker numbers
+	workers    atomic.Int32        // goroutines that entered a Parallel job
+	next       atomic.Int64        // next chunk to claim
+	remaining  atomic.Int64        // chunks not yet finished
+	mu         sync.Mutex
+	done       sync.Cond // signalled when remaining reaches 0 and someone parked; L is &mu
+	parked     bool
+	fault      any          // the first memory fault a helper met (see catchFault), under mu
+	refs       atomic.Int32 // holders: the caller, and each helper it was handed to
+	crew       *Crew        // set on a crew's carrier: taking it makes a helper a member
 
 	// Product i's pieces (chunks, or a split by ranges' pieces) are
 	// numbered from pieceStart[i], pieceRows[i] rows each (numberPieces).
@@ -467,6 +475,9 @@ func newJob() *job {
 // handed job may still sit in a helper's mailbox for it to pick up.
 func (j *job) unref() {
 	if j.refs.Add(-1) == 0 {
+		if j.crew != nil {
+			j.crew.recycle()
+		}
 		*j = job{}
 		jobPool.Put(j)
 	}
@@ -504,6 +515,10 @@ func (j *job) hand(n int) {
 
 // work claims and computes chunks until none is left.
 func (j *job) work() {
+	if j.crew != nil {
+		j.crew.serve()
+		return
+	}
 	if j.task != nil {
 		j.workTasks()
 		return
@@ -536,7 +551,10 @@ func (j *job) work() {
 // concurrent calls share one, so f may use per-worker scratch space. Calls
 // run in no particular order: for results independent of the thread count,
 // f(_, i) must write only what belongs to item i.
-func Parallel(n, maxWorkers int, f func(worker, i int)) {
+func Parallel(n, maxWorkers int, f func(worker, i int)) { parallel(nil, n, maxWorkers, f) }
+
+// parallel is Parallel, run in crew c's region when c is not nil.
+func parallel(c *Crew, n, maxWorkers int, f func(worker, i int)) {
 	threads := min(Threads(), maxWorkers)
 	if threads <= 1 || n <= 1 {
 		for i := range n {
@@ -544,11 +562,11 @@ func Parallel(n, maxWorkers int, f func(worker, i int)) {
 		}
 		return
 	}
-	j := newJob()
-	defer j.unref()
-	j.task, j.chunks = f, n
+	j := c.newJob()
+	defer c.dropJob(j)
+	j.task, j.chunks, j.maxWorkers = f, n, int32(threads)
 	j.remaining.Store(int64(n))
-	j.hand(min(threads-1, n-1))
+	c.offer(j, min(threads-1, n-1))
 	j.work()
 	j.wait()
 	j.rethrow()
@@ -608,9 +626,14 @@ func (j *job) rethrow() {
 	}
 }
 
-// workTasks runs a Parallel job's items until none is left.
+// workTasks runs a Parallel job's items until none is left. A goroutine
+// past the call's worker bound (a crew can hold more members than a call
+// allows workers) takes none: worker numbers index per-worker scratch.
 func (j *job) workTasks() {
 	worker := int(j.workers.Add(1)) - 1
+	if worker >= int(j.maxWorkers) {
+		return
+	}
 	for {
 		c := int(j.next.Add(1) - 1)
 		if c >= j.chunks {

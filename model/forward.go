@@ -234,9 +234,7 @@ func (m *Model) LayersMulti(sc *Scratch, items []Item) error {
 		}
 	}
 	x := gather(sc, items, c.Dim)
-	for l := items[0].State.First; l < items[0].State.Last; l++ {
-		m.layer(sc, items, l, x, total)
-	}
+	m.layers(sc, items, x, total)
 	scatter(x, items, c.Dim)
 	for _, it := range items {
 		it.State.next = it.Pos + it.N
@@ -287,7 +285,18 @@ func scatter(x []float32, items []Item, dim int) {
 	}
 }
 
-func (m *Model) layer(sc *Scratch, items []Item, l int, x []float32, n int) {
+// layers runs the batch's layers in one crew of the kernels' threads: a
+// decode token's 60 products and attention calls then reach helpers that
+// are already waiting for them (kernels.Crew).
+func (m *Model) layers(sc *Scratch, items []Item, x []float32, n int) {
+	crew := kernels.BeginCrew()
+	defer crew.End()
+	for l := items[0].State.First; l < items[0].State.Last; l++ {
+		m.layer(crew, sc, items, l, x, n)
+	}
+}
+
+func (m *Model) layer(crew *kernels.Crew, sc *Scratch, items []Item, l int, x []float32, n int) {
 	c := &m.W.Config
 	w := &m.W.Layers[l]
 	d, qDim, kvDim := c.Dim, c.QDim(), c.KVDim()
@@ -295,18 +304,18 @@ func (m *Model) layer(sc *Scratch, items []Item, l int, x []float32, n int) {
 	keys, vals := sc.kb[:n*kvDim], sc.vb[:n*kvDim]
 	hb, hb2 := sc.hb[:n*c.HiddenDim], sc.hb2[:n*c.HiddenDim]
 
-	m.perToken(sc, items, l, x, n, attnNormPart)
-	// One parallel region for the three projections of the same input.
-	kernels.MatMuls([]kernels.Product{{Out: q, W: &w.Wq}, {Out: keys, W: &w.Wk}, {Out: vals, W: &w.Wv}}, xb, n)
-	m.perToken(sc, items, l, x, n, ropeStorePart)
-	m.attentionBatch(sc, items, l, q, ao, n)
-	kernels.MatMul(xb2, &w.Wo, ao, n)
+	m.perToken(crew, sc, items, l, x, n, attnNormPart)
+	// One parallel step for the three projections of the same input.
+	crew.MatMuls([]kernels.Product{{Out: q, W: &w.Wq}, {Out: keys, W: &w.Wk}, {Out: vals, W: &w.Wv}}, xb, n)
+	m.perToken(crew, sc, items, l, x, n, ropeStorePart)
+	m.attentionBatch(crew, sc, items, l, q, ao, n)
+	crew.MatMul(xb2, &w.Wo, ao, n)
 	kernels.Axpy(x, 1, xb2)
 
-	m.perToken(sc, items, l, x, n, ffnNormPart)
-	kernels.MatMuls([]kernels.Product{{Out: hb, W: &w.W1}, {Out: hb2, W: &w.W3}}, xb, n)
-	m.perToken(sc, items, l, x, n, swigluPart)
-	kernels.MatMul(xb2, &w.W2, hb, n)
+	m.perToken(crew, sc, items, l, x, n, ffnNormPart)
+	crew.MatMuls([]kernels.Product{{Out: hb, W: &w.W1}, {Out: hb2, W: &w.W3}}, xb, n)
+	m.perToken(crew, sc, items, l, x, n, swigluPart)
+	crew.MatMul(xb2, &w.W2, hb, n)
 	kernels.Axpy(x, 1, xb2)
 }
 
@@ -369,14 +378,14 @@ const perTokenMin = 8
 // ranges. Every token's values are computed alone, so the split changes
 // no bit. The part is named rather than passed as a closure so that a
 // decode token, which never splits, allocates nothing here.
-func (m *Model) perToken(sc *Scratch, items []Item, l int, x []float32, n int, part tokenPart) {
+func (m *Model) perToken(crew *kernels.Crew, sc *Scratch, items []Item, l int, x []float32, n int, part tokenPart) {
 	threads := kernels.Threads()
 	if n < perTokenMin || threads == 1 {
 		m.tokens(sc, items, l, x, part, 0, n)
 		return
 	}
 	parts := min(threads, n)
-	kernels.Parallel(parts, parts, func(_, i int) { m.tokens(sc, items, l, x, part, i*n/parts, (i+1)*n/parts) })
+	crew.Parallel(parts, parts, func(_, i int) { m.tokens(sc, items, l, x, part, i*n/parts, (i+1)*n/parts) })
 }
 
 // normHeads RMS-normalises every head of v (all tokens' heads side by side,
@@ -395,7 +404,7 @@ func (m *Model) normHeads(v, weight []float32) {
 // session's positions up to p, all cached by now. Each head's arithmetic is
 // the same whichever thread runs it, so the result does not depend on the
 // thread count.
-func (m *Model) attentionBatch(sc *Scratch, items []Item, l int, q, out []float32, n int) {
+func (m *Model) attentionBatch(crew *kernels.Crew, sc *Scratch, items []Item, l int, q, out []float32, n int) {
 	c := &m.W.Config
 	heads := c.NHeads
 	span := 0 // the most positions one token attends to
@@ -418,7 +427,7 @@ func (m *Model) attentionBatch(sc *Scratch, items []Item, l int, q, out []float3
 		sc.attnGroup, sc.attnFor = sc.runAttnGroup, sc
 	}
 	sc.attn = attnCall{m: m, items: items, l: l, q: q, out: out, span: span, wide: wide, per: per, total: total}
-	kernels.Parallel(groups, workers, sc.attnGroup)
+	crew.Parallel(groups, workers, sc.attnGroup)
 	sc.attn = attnCall{} // no references kept past the call
 }
 
