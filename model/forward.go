@@ -540,12 +540,17 @@ func (m *Model) Head(x []float32, logits []float32) error {
 }
 
 // attnGroupsPerWorker is how many groups of consecutive (token, head) items
-// attention splits into per thread: one for a single token, so that each
-// thread reads one contiguous run of the cache; more for a batch, whose
-// items differ in length.
+// attention splits into per thread, claimed in any order: for a single
+// token three, so that a thread that starts late or runs slow takes fewer
+// heads. One group per thread (a contiguous run of the cache each) left
+// the other thread waiting: decodes of stories110M on 2 threads, positions
+// 0-127 alternated token by token in one process, ran 3.4-7.8 % faster with
+// three groups per thread (q4_0, q8_0 and q4_k, with and without a crew;
+// docs/performance.md, § A crew per forward pass). A batch takes four, its
+// items differing in length.
 func attnGroupsPerWorker(tokens int) int {
 	if tokens == 1 {
-		return 1
+		return 3
 	}
 	return 4
 }
