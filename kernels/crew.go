@@ -32,7 +32,12 @@ import (
 // mailbox, and leave when it ends or after workerSpin without a step.
 //
 // A Crew is used by one goroutine, from BeginCrew to End. A nil *Crew is
-// valid: its methods are the package functions.
+// valid: its methods are the package functions. While a crew lives, its
+// members do not look at their mailboxes: a call made without the crew
+// (the package functions) finds them busy and runs on its caller alone.
+// That is why a crew's products also quantize and pack their input in the
+// crew: through the package Parallel, a 128-token Q4_0 prefill's packing
+// ran on one thread and the prefill 6-10 % slower.
 type Crew struct {
 	seq   atomic.Int64        // steps published so far
 	cur   atomic.Pointer[job] // the latest step

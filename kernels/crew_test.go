@@ -11,14 +11,14 @@ import (
 
 // crewSteps runs, through crew c (nil: the package functions), the kind of
 // sequence a forward pass makes: products of one vector (split by ranges)
-// and of several (chunks), quantized and f32, one product and three
+// and of several (chunks, and the integer tile's), quantized and f32, one product and three
 // sharing an input, and Parallel calls; it returns every output.
 func crewSteps(t *testing.T, c *Crew) [][]float32 {
 	t.Helper()
 	q := goldenTensor(tensor.Q4_0, 768, 512, 11)
 	k := goldenTensor(tensor.Q8_0, 256, 512, 12)
 	f := goldenTensor(tensor.F32, 300, 512, 13)
-	x := make([]float32, 3*512)
+	x := make([]float32, 40*512)
 	for i := range x {
 		x[i] = float32(i%17)*0.07 - 0.5
 	}
@@ -28,7 +28,9 @@ func crewSteps(t *testing.T, c *Crew) [][]float32 {
 		outs = append(outs, o)
 		return o
 	}
-	for _, n := range []int{1, 3} {
+	// 40 vectors: their quantizing and packing for the integer tile are
+	// spread over the threads too, in the crew.
+	for _, n := range []int{1, 3, 40} {
 		c.MatMuls([]Product{{Out: out(n * q.Rows), W: q}, {Out: out(n * k.Rows), W: k}, {Out: out(n * f.Rows), W: f}}, x[:n*512], n)
 		c.MatMul(out(n*q.Rows), q, x[:n*512], n)
 		items := out(40)

@@ -158,9 +158,9 @@ func matMuls(c *Crew, ps []Product, x []float32, n int) {
 	}
 	if quant {
 		j.xq = getActQ(n, cols)
-		j.xq.quantize(x)
+		j.xq.quantizeIn(c, x)
 		defer j.release()
-		j.pack()
+		j.pack(c)
 	}
 	threads := Threads()
 	if threads == 1 || elems < serialElems {

@@ -285,11 +285,17 @@ func scatter(x []float32, items []Item, dim int) {
 	}
 }
 
-// layers runs the batch's layers in one crew of the kernels' threads: a
-// decode token's 60 products and attention calls then reach helpers that
-// are already waiting for them (kernels.Crew).
+// layers runs the batch's layers. A batch of a few tokens, such as a
+// decode step, runs in one crew of the kernels' threads: its 60 short
+// products and attention calls then reach helpers that are already waiting
+// for them (kernels.Crew). A longer batch's calls take milliseconds each,
+// and what a hand-off costs does not show in them: it keeps the helpers'
+// mailboxes, whose prefill speed is the measured one.
 func (m *Model) layers(sc *Scratch, items []Item, x []float32, n int) {
-	crew := kernels.BeginCrew()
+	var crew *kernels.Crew
+	if n < perTokenMin {
+		crew = kernels.BeginCrew()
+	}
 	defer crew.End()
 	for l := items[0].State.First; l < items[0].State.Last; l++ {
 		m.layer(crew, sc, items, l, x, n)
