@@ -66,10 +66,7 @@ func grow[T any](s []T, n int) []T {
 }
 
 // quantize fills a from x (a.n vectors of a.cols values).
-func (a *actQ) quantize(x []float32) { a.quantizeIn(nil, x) }
-
-// quantizeIn is quantize, spread over crew c's threads when c is not nil.
-func (a *actQ) quantizeIn(c *Crew, x []float32) {
+func (a *actQ) quantize(x []float32) {
 	x = x[:a.n*a.cols]
 	nb := a.n * a.nb
 	if nb*qBlock < quantParallelValues || Threads() == 1 {
@@ -82,7 +79,7 @@ func (a *actQ) quantizeIn(c *Crew, x []float32) {
 	// --tokens 128` alternated 14 times, Q4_0 and Q8_0 the same within
 	// 2 %). Blocks are independent, so how they are split changes no bit.
 	parts := min(Threads(), nb)
-	c.Parallel(parts, parts, func(_, i int) {
+	Parallel(parts, parts, func(_, i int) {
 		a.quantizeBlocks(x, i*nb/parts, (i+1)*nb/parts)
 	})
 }

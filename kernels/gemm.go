@@ -207,8 +207,8 @@ type gemmPacked struct {
 var gemmPackedPool sync.Pool // of *gemmPacked
 
 // packGEMM packs the whole groups of 4 vectors of a for units of unitVals,
-// a group per item of a Parallel call (in crew c's region when c is not nil).
-func packGEMM(c *Crew, a *actQ, unitVals int) *gemmPacked {
+// a group per item of a Parallel call.
+func packGEMM(a *actQ, unitVals int) *gemmPacked {
 	p, _ := gemmPackedPool.Get().(*gemmPacked)
 	if p == nil {
 		p = new(gemmPacked)
@@ -216,7 +216,7 @@ func packGEMM(c *Crew, a *actQ, unitVals int) *gemmPacked {
 	groups := a.n / gemmIntVecs
 	p.unitVals, p.nunits = unitVals, a.cols/unitVals
 	p.buf = grow(p.buf, groups*p.nunits*gemmIntVecs*gemmPackEntry)
-	c.Parallel(groups, Threads(), func(_, g int) {
+	Parallel(groups, Threads(), func(_, g int) {
 		for t := range gemmIntVecs {
 			v := g*gemmIntVecs + t
 			q, d, _ := a.vec(v)
@@ -477,8 +477,8 @@ func (j *job) packedFor(unitVals int) *gemmPacked {
 
 // pack packs the job's quantized vectors for the integer tile, once per
 // unit size its products use, before the products start (spread over the
-// threads, crew c's when c is not nil: a group of 4 vectors per item).
-func (j *job) pack(c *Crew) {
+// threads: a group of 4 vectors per item).
+func (j *job) pack() {
 	if j.xq == nil || !gemmIntOK() || noGEMM {
 		return
 	}
@@ -495,6 +495,6 @@ func (j *job) pack(c *Crew) {
 		if j.xp[0] != nil {
 			k = 1
 		}
-		j.xp[k] = packGEMM(c, j.xq, uv)
+		j.xp[k] = packGEMM(j.xq, uv)
 	}
 }

@@ -133,10 +133,7 @@ const maxProducts = 4
 // region: the input is quantized once and the threads are woken once. Each
 // Out is exactly what MatMul(p.Out, p.W, x, n) would give. The W must have
 // the same Cols.
-func MatMuls(ps []Product, x []float32, n int) { matMuls(nil, ps, x, n) }
-
-// matMuls is MatMuls, run in crew c's region when c is not nil.
-func matMuls(c *Crew, ps []Product, x []float32, n int) {
+func MatMuls(ps []Product, x []float32, n int) {
 	if len(ps) < 1 || len(ps) > maxProducts {
 		panic(fmt.Sprintf("kernels.MatMuls: %d products, want 1..%d", len(ps), maxProducts))
 	}
@@ -147,8 +144,8 @@ func matMuls(c *Crew, ps []Product, x []float32, n int) {
 			panic(fmt.Sprintf("kernels.MatMuls: tensor %s is %dx%d, got %d vectors, out of %d and x of %d", w.Name, w.Rows, w.Cols, n, len(p.Out), len(x)))
 		}
 	}
-	j := c.newJob()
-	defer c.dropJob(j)
+	j := newJob()
+	defer j.unref()
 	j.x, j.tokens, j.cols, j.np = x, n, cols, len(ps)
 	quant, elems := false, 0
 	for i, p := range ps {
@@ -158,16 +155,16 @@ func matMuls(c *Crew, ps []Product, x []float32, n int) {
 	}
 	if quant {
 		j.xq = getActQ(n, cols)
-		j.xq.quantizeIn(c, x)
+		j.xq.quantize(x)
 		defer j.release()
-		j.pack(c)
+		j.pack()
 	}
 	threads := Threads()
 	if threads == 1 || elems < serialElems {
 		j.serial()
 		return
 	}
-	j.parallel(threads, c)
+	j.parallel(threads)
 }
 
 // release returns the job's quantized and packed vectors to their pools.
@@ -277,16 +274,13 @@ func (j *job) serial() {
 	}
 }
 
-// parallel splits the job for n threads, offers it to the helpers (through
-// their mailboxes, or to crew c's members), computes pieces with them and
-// returns when all are done.
-func (j *job) parallel(n int, c *Crew) {
+func (j *job) parallel(n int) {
 	if j.tokens == 1 && splitByRanges {
 		j.splitRanges(n)
-		c.offer(j, j.nranges-1)
+		j.hand(j.nranges - 1)
 	} else {
 		j.splitChunks(n)
-		c.offer(j, min(n-1, j.chunks-1))
+		j.hand(min(n-1, j.chunks-1))
 	}
 	j.work()
 	j.wait()
@@ -423,25 +417,23 @@ func (j *job) finished(n int) {
 // woke. Chunks of rows are claimed in any order, but each row is computed
 // whole by one goroutine: that makes the result independent of scheduling.
 type job struct {
-	ps         [maxProducts]product
-	np         int
-	x          []float32      // tokens vectors of cols
-	xq         *actQ          // x quantized, when a product uses integer dots
-	xp         [2]*gemmPacked // xq packed for the integer GEMM, per unit size used
-	tokens     int
-	cols       int
-	chunks     int
-	task       func(worker, i int) // a Parallel call: chunk i is task(worker, i)
-	maxWorkers int32               // a Parallel call's bound on worker numbers
-	workers    atomic.Int32        // goroutines that entered a Parallel job
-	next       atomic.Int64        // next chunk to claim
-	remaining  atomic.Int64        // chunks not yet finished
-	mu         sync.Mutex
-	done       sync.Cond // signalled when remaining reaches 0 and someone parked; L is &mu
-	parked     bool
-	fault      any          // the first memory fault a helper met (see catchFault), under mu
-	refs       atomic.Int32 // holders: the caller, and each helper it was handed to
-	crew       *Crew        // set on a crew's carrier: taking it makes a helper a member
+	ps        [maxProducts]product
+	np        int
+	x         []float32      // tokens vectors of cols
+	xq        *actQ          // x quantized, when a product uses integer dots
+	xp        [2]*gemmPacked // xq packed for the integer GEMM, per unit size used
+	tokens    int
+	cols      int
+	chunks    int
+	task      func(worker, i int) // a Parallel call: chunk i is task(worker, i)
+	workers   atomic.Int32        // goroutines that entered a Parallel job
+	next      atomic.Int64        // next chunk to claim
+	remaining atomic.Int64        // chunks not yet finished
+	mu        sync.Mutex
+	done      sync.Cond // signalled when remaining reaches 0 and someone parked; L is &mu
+	parked    bool
+	fault     any          // the first memory fault a helper met (see catchFault), under mu
+	refs      atomic.Int32 // holders: the caller, and each helper it was handed to
 
 	// Product i's pieces (chunks, or a split by ranges' pieces) are
 	// numbered from pieceStart[i], pieceRows[i] rows each (numberPieces).
@@ -475,9 +467,6 @@ func newJob() *job {
 // handed job may still sit in a helper's mailbox for it to pick up.
 func (j *job) unref() {
 	if j.refs.Add(-1) == 0 {
-		if j.crew != nil {
-			j.crew.recycle()
-		}
 		*j = job{}
 		jobPool.Put(j)
 	}
@@ -515,10 +504,6 @@ func (j *job) hand(n int) {
 
 // work claims and computes chunks until none is left.
 func (j *job) work() {
-	if j.crew != nil {
-		j.crew.serve()
-		return
-	}
 	if j.task != nil {
 		j.workTasks()
 		return
@@ -551,10 +536,7 @@ func (j *job) work() {
 // concurrent calls share one, so f may use per-worker scratch space. Calls
 // run in no particular order: for results independent of the thread count,
 // f(_, i) must write only what belongs to item i.
-func Parallel(n, maxWorkers int, f func(worker, i int)) { parallel(nil, n, maxWorkers, f) }
-
-// parallel is Parallel, run in crew c's region when c is not nil.
-func parallel(c *Crew, n, maxWorkers int, f func(worker, i int)) {
+func Parallel(n, maxWorkers int, f func(worker, i int)) {
 	threads := min(Threads(), maxWorkers)
 	if threads <= 1 || n <= 1 {
 		for i := range n {
@@ -562,11 +544,11 @@ func parallel(c *Crew, n, maxWorkers int, f func(worker, i int)) {
 		}
 		return
 	}
-	j := c.newJob()
-	defer c.dropJob(j)
-	j.task, j.chunks, j.maxWorkers = f, n, int32(threads)
+	j := newJob()
+	defer j.unref()
+	j.task, j.chunks = f, n
 	j.remaining.Store(int64(n))
-	c.offer(j, min(threads-1, n-1))
+	j.hand(min(threads-1, n-1))
 	j.work()
 	j.wait()
 	j.rethrow()
@@ -626,14 +608,9 @@ func (j *job) rethrow() {
 	}
 }
 
-// workTasks runs a Parallel job's items until none is left. A goroutine
-// past the call's worker bound (a crew can hold more members than a call
-// allows workers) takes none: worker numbers index per-worker scratch.
+// workTasks runs a Parallel job's items until none is left.
 func (j *job) workTasks() {
 	worker := int(j.workers.Add(1)) - 1
-	if worker >= int(j.maxWorkers) {
-		return
-	}
 	for {
 		c := int(j.next.Add(1) - 1)
 		if c >= j.chunks {

@@ -234,7 +234,9 @@ func (m *Model) LayersMulti(sc *Scratch, items []Item) error {
 		}
 	}
 	x := gather(sc, items, c.Dim)
-	m.layers(sc, items, x, total)
+	for l := items[0].State.First; l < items[0].State.Last; l++ {
+		m.layer(sc, items, l, x, total)
+	}
 	scatter(x, items, c.Dim)
 	for _, it := range items {
 		it.State.next = it.Pos + it.N
@@ -285,24 +287,7 @@ func scatter(x []float32, items []Item, dim int) {
 	}
 }
 
-// layers runs the batch's layers. A batch of a few tokens, such as a
-// decode step, runs in one crew of the kernels' threads: its 60 short
-// products and attention calls then reach helpers that are already waiting
-// for them (kernels.Crew). A longer batch's calls take milliseconds each,
-// and what a hand-off costs does not show in them: it keeps the helpers'
-// mailboxes, whose prefill speed is the measured one.
-func (m *Model) layers(sc *Scratch, items []Item, x []float32, n int) {
-	var crew *kernels.Crew
-	if n < perTokenMin {
-		crew = kernels.BeginCrew()
-	}
-	defer crew.End()
-	for l := items[0].State.First; l < items[0].State.Last; l++ {
-		m.layer(crew, sc, items, l, x, n)
-	}
-}
-
-func (m *Model) layer(crew *kernels.Crew, sc *Scratch, items []Item, l int, x []float32, n int) {
+func (m *Model) layer(sc *Scratch, items []Item, l int, x []float32, n int) {
 	c := &m.W.Config
 	w := &m.W.Layers[l]
 	d, qDim, kvDim := c.Dim, c.QDim(), c.KVDim()
@@ -310,18 +295,18 @@ func (m *Model) layer(crew *kernels.Crew, sc *Scratch, items []Item, l int, x []
 	keys, vals := sc.kb[:n*kvDim], sc.vb[:n*kvDim]
 	hb, hb2 := sc.hb[:n*c.HiddenDim], sc.hb2[:n*c.HiddenDim]
 
-	m.perToken(crew, sc, items, l, x, n, attnNormPart)
-	// One parallel step for the three projections of the same input.
-	crew.MatMuls([]kernels.Product{{Out: q, W: &w.Wq}, {Out: keys, W: &w.Wk}, {Out: vals, W: &w.Wv}}, xb, n)
-	m.perToken(crew, sc, items, l, x, n, ropeStorePart)
-	m.attentionBatch(crew, sc, items, l, q, ao, n)
-	crew.MatMul(xb2, &w.Wo, ao, n)
+	m.perToken(sc, items, l, x, n, attnNormPart)
+	// One parallel region for the three projections of the same input.
+	kernels.MatMuls([]kernels.Product{{Out: q, W: &w.Wq}, {Out: keys, W: &w.Wk}, {Out: vals, W: &w.Wv}}, xb, n)
+	m.perToken(sc, items, l, x, n, ropeStorePart)
+	m.attentionBatch(sc, items, l, q, ao, n)
+	kernels.MatMul(xb2, &w.Wo, ao, n)
 	kernels.Axpy(x, 1, xb2)
 
-	m.perToken(crew, sc, items, l, x, n, ffnNormPart)
-	crew.MatMuls([]kernels.Product{{Out: hb, W: &w.W1}, {Out: hb2, W: &w.W3}}, xb, n)
-	m.perToken(crew, sc, items, l, x, n, swigluPart)
-	crew.MatMul(xb2, &w.W2, hb, n)
+	m.perToken(sc, items, l, x, n, ffnNormPart)
+	kernels.MatMuls([]kernels.Product{{Out: hb, W: &w.W1}, {Out: hb2, W: &w.W3}}, xb, n)
+	m.perToken(sc, items, l, x, n, swigluPart)
+	kernels.MatMul(xb2, &w.W2, hb, n)
 	kernels.Axpy(x, 1, xb2)
 }
 
@@ -384,14 +369,14 @@ const perTokenMin = 8
 // ranges. Every token's values are computed alone, so the split changes
 // no bit. The part is named rather than passed as a closure so that a
 // decode token, which never splits, allocates nothing here.
-func (m *Model) perToken(crew *kernels.Crew, sc *Scratch, items []Item, l int, x []float32, n int, part tokenPart) {
+func (m *Model) perToken(sc *Scratch, items []Item, l int, x []float32, n int, part tokenPart) {
 	threads := kernels.Threads()
 	if n < perTokenMin || threads == 1 {
 		m.tokens(sc, items, l, x, part, 0, n)
 		return
 	}
 	parts := min(threads, n)
-	crew.Parallel(parts, parts, func(_, i int) { m.tokens(sc, items, l, x, part, i*n/parts, (i+1)*n/parts) })
+	kernels.Parallel(parts, parts, func(_, i int) { m.tokens(sc, items, l, x, part, i*n/parts, (i+1)*n/parts) })
 }
 
 // normHeads RMS-normalises every head of v (all tokens' heads side by side,
@@ -410,7 +395,7 @@ func (m *Model) normHeads(v, weight []float32) {
 // session's positions up to p, all cached by now. Each head's arithmetic is
 // the same whichever thread runs it, so the result does not depend on the
 // thread count.
-func (m *Model) attentionBatch(crew *kernels.Crew, sc *Scratch, items []Item, l int, q, out []float32, n int) {
+func (m *Model) attentionBatch(sc *Scratch, items []Item, l int, q, out []float32, n int) {
 	c := &m.W.Config
 	heads := c.NHeads
 	span := 0 // the most positions one token attends to
@@ -433,7 +418,7 @@ func (m *Model) attentionBatch(crew *kernels.Crew, sc *Scratch, items []Item, l 
 		sc.attnGroup, sc.attnFor = sc.runAttnGroup, sc
 	}
 	sc.attn = attnCall{m: m, items: items, l: l, q: q, out: out, span: span, wide: wide, per: per, total: total}
-	crew.Parallel(groups, workers, sc.attnGroup)
+	kernels.Parallel(groups, workers, sc.attnGroup)
 	sc.attn = attnCall{} // no references kept past the call
 }
 
@@ -548,12 +533,13 @@ func (m *Model) Head(x []float32, logits []float32) error {
 // attnGroupsPerWorker is how many groups of consecutive (token, head) items
 // attention splits into per thread, claimed in any order: for a single
 // token three, so that a thread that starts late or runs slow takes fewer
-// heads. One group per thread (a contiguous run of the cache each) left
-// the other thread waiting: decodes of stories110M on 2 threads, positions
-// 0-127 alternated token by token in one process, ran 3.4-7.8 % faster with
-// three groups per thread (q4_0, q8_0 and q4_k, with and without a crew;
-// docs/performance.md, § A crew per forward pass). A batch takes four, its
-// items differing in length.
+// heads, rather than one contiguous run of the cache per thread. Decodes
+// of stories110M on 2 threads, positions 0-127 alternated token by token in
+// one process with the helper woken before each token, ran 0.5-4.3 %
+// faster with three (q4_0, q8_0, q4_k, five runs); with the helper still
+// parked when the token starts, 3.4-7.8 % (docs/performance.md, § Helpers
+// kept in one region, and attention in smaller groups). A batch takes
+// four, its items differing in length.
 func attnGroupsPerWorker(tokens int) int {
 	if tokens == 1 {
 		return 3
