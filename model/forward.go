@@ -531,18 +531,12 @@ func (m *Model) Head(x []float32, logits []float32) error {
 }
 
 // attnGroupsPerWorker is how many groups of consecutive (token, head) items
-// attention splits into per thread, claimed in any order: for a single
-// token three, so that a thread that starts late or runs slow takes fewer
-// heads, rather than one contiguous run of the cache per thread. Decodes
-// of stories110M on 2 threads, positions 0-127 alternated token by token in
-// one process with the helper woken before each token, ran 0.5-4.3 %
-// faster with three (q4_0, q8_0, q4_k, five runs); with the helper still
-// parked when the token starts, 3.4-7.8 % (docs/performance.md, § Helpers
-// kept in one region, and attention in smaller groups). A batch takes
-// four, its items differing in length.
+// attention splits into per thread: one for a single token, so that each
+// thread reads one contiguous run of the cache; more for a batch, whose
+// items differ in length.
 func attnGroupsPerWorker(tokens int) int {
 	if tokens == 1 {
-		return 3
+		return 1
 	}
 	return 4
 }
