@@ -11,6 +11,7 @@ import (
 
 	"github.com/seamlm/seam/kernels"
 	"github.com/seamlm/seam/model"
+	"github.com/seamlm/seam/tensor"
 )
 
 // TokenScalingOptions configure DecodeByToken.
@@ -24,6 +25,14 @@ type TokenScalingOptions struct {
 	// Rounds is how many passes over the positions are made; the first is
 	// a warm-up and is not reported. 0 means 6; at least 2.
 	Rounds int
+	// Block is how many consecutive positions one count decodes before
+	// the next count decodes the same ones: 0 means 1, token by token; at
+	// most Positions. With a block of one, every token at more than one
+	// thread follows a token at another count, and a change to what the
+	// threads do between tokens can look better than in a continuous
+	// decode (docs/performance.md, § Token by token, or in blocks); longer
+	// blocks are closer to a continuous decode and still alternate.
+	Block int
 	// Bandwidth, when given, is the read bandwidth in GB/s at each count
 	// of Threads; otherwise Meter measures it at each count before every
 	// round, and without a Meter no share is reported.
@@ -35,9 +44,10 @@ type TokenScalingOptions struct {
 
 // TokenScaling is DecodeByToken's result. JSON names are stable.
 type TokenScaling struct {
-	Mode      string `json:"mode"` // "decode, token by token"
+	Mode      string `json:"mode"` // "decode, token by token" or "decode, blocks of N tokens"
 	Threads   []int  `json:"threads"`
 	Positions int    `json:"positions"`
+	Block     int    `json:"block"`  // consecutive positions at one count
 	Rounds    int    `json:"rounds"` // reported passes over the positions, the warm-up not among them
 	// TokS[i] is the tokens decoded at Threads[i] over the time they took,
 	// across the reported rounds.
@@ -65,16 +75,17 @@ type TokenScaling struct {
 }
 
 // DecodeByToken measures decode speed at several thread counts token by
-// token: every position is decoded at each count in turn (the cache
-// rewound to it between them), the order of the counts rotating from one
-// position and round to the next, so that every token at one count has a
-// neighbour in time at each other count: on a machine whose speed moves
-// from minute to minute, a change moves both sides of a ratio alike, where
-// alternating whole runs (MeasureScaling) leaves each round's two runs
-// seconds apart. Before each token at more than one thread, the helpers
-// are woken, untimed (wakeHelpers), as a continuous decode finds them. The
-// thread count changes no bit of a token's logits (docs/kernels.md), and
-// each count's logits are checked against the first's: a difference is an
+// token, or block by block: every position (every block of opts.Block
+// positions) is decoded at each count in turn, the cache rewound to its
+// start between them, the order of the counts rotating from one block and
+// round to the next, so that every block at one count has a neighbour in
+// time at each other count: on a machine whose speed moves from minute to
+// minute, a change moves both sides of a ratio alike, where alternating
+// whole runs (MeasureScaling) leaves each round's two runs seconds apart.
+// Before each block at more than one thread, the helpers are woken,
+// untimed (wakeHelpers), as a continuous decode finds them. The thread
+// count changes no bit of a token's logits (docs/kernels.md), and each
+// count's logits are checked against the first's: a difference is an
 // error.
 func DecodeByToken(w *model.Weights, opts TokenScalingOptions) (TokenScaling, error) {
 	if opts.Positions == 0 {
@@ -82,6 +93,9 @@ func DecodeByToken(w *model.Weights, opts TokenScalingOptions) (TokenScaling, er
 	}
 	if opts.Rounds == 0 {
 		opts.Rounds = 6
+	}
+	if opts.Block == 0 {
+		opts.Block = 1
 	}
 	if err := checkTokenScaling(w, opts); err != nil {
 		return TokenScaling{}, err
@@ -102,37 +116,23 @@ func DecodeByToken(w *model.Weights, opts TokenScalingOptions) (TokenScaling, er
 		secs[i] = make([]float64, opts.Positions)
 	}
 	var roundSecs, bws [][]float64
-	c := &w.Config
-	x, logits, first := make([]float32, c.Dim), make([]float32, c.VocabSize), make([]float32, c.VocabSize)
+	b := &blockRun{m: m, s: s, opts: opts, secs: secs}
+	b.init(&w.Config)
 	for round := range opts.Rounds {
 		bw, err := roundBandwidth(opts)
 		if err != nil {
 			return TokenScaling{}, fmt.Errorf("round %d: %w", round, err)
 		}
 		took := make([]float64, n)
-		tok := 1
-		for pos := range opts.Positions {
+		b.tokens[0] = 1
+		for start := 0; start < opts.Positions; start += opts.Block {
+			end := min(start+opts.Block, opts.Positions)
 			for k := range n {
-				i := (k + pos + round) % n
-				kernels.SetThreads(opts.Threads[i])
-				wakeHelpers(opts.Threads[i])
-				start := time.Now()
-				if err := decodeOne(m, s, tok, pos, x, logits); err != nil {
-					return TokenScaling{}, fmt.Errorf("round %d, position %d, %d threads: %w", round, pos, opts.Threads[i], err)
-				}
-				d := time.Since(start).Seconds()
-				took[i] += d
-				if round > 0 {
-					secs[i][pos] += d
-				}
-				if k == 0 {
-					copy(first, logits)
-				} else if j := firstDifference(first, logits); j >= 0 {
-					return TokenScaling{}, fmt.Errorf("position %d: logit %d is %v at %d threads and %v at %d threads; the thread count must not change a bit",
-						pos, j, logits[j], opts.Threads[i], first[j], opts.Threads[(pos+round)%n])
+				i := (k + start/opts.Block + round) % n
+				if err := b.decode(round, i, k == 0, start, end, took); err != nil {
+					return TokenScaling{}, err
 				}
 			}
-			tok = argmax(logits)
 		}
 		what := "timed"
 		if round == 0 {
@@ -143,6 +143,57 @@ func DecodeByToken(w *model.Weights, opts TokenScalingOptions) (TokenScaling, er
 		progress(opts.Progress, "round %d of %d (%s): %d positions at each of %v threads, %s", round, opts.Rounds, what, opts.Positions, opts.Threads, tokSList(opts, took))
 	}
 	return summarizeTokens(opts, secs, roundSecs, bws, float64(WeightBytes(w))), nil
+}
+
+// blockRun decodes DecodeByToken's blocks and keeps what the first count
+// of a block found, for the others to be checked against.
+type blockRun struct {
+	m      *model.Model
+	s      *model.State
+	opts   TokenScalingOptions
+	secs   [][]float64
+	x      []float32
+	logits []float32
+	// first holds the first count's logits of the block's positions, one
+	// row each, and tokens[p] the token decoded at position p (the
+	// first count's choice at p-1).
+	first  []float32
+	tokens []int
+}
+
+func (b *blockRun) init(c *model.Config) {
+	b.x, b.logits = make([]float32, c.Dim), make([]float32, c.VocabSize)
+	b.first = make([]float32, b.opts.Block*c.VocabSize)
+	b.tokens = make([]int, b.opts.Positions+1)
+}
+
+// decode times positions [start, end) at count i, each token alone, and
+// adds them to took[i] and, after the warm-up round, to secs.
+func (b *blockRun) decode(round, i int, first bool, start, end int, took []float64) error {
+	th := b.opts.Threads[i]
+	kernels.SetThreads(th)
+	wakeHelpers(th)
+	vocab := len(b.logits)
+	for pos := start; pos < end; pos++ {
+		t0 := time.Now()
+		if err := decodeOne(b.m, b.s, b.tokens[pos], pos, b.x, b.logits); err != nil {
+			return fmt.Errorf("round %d, position %d, %d threads: %w", round, pos, th, err)
+		}
+		d := time.Since(t0).Seconds()
+		took[i] += d
+		if round > 0 {
+			b.secs[i][pos] += d
+		}
+		row := b.first[(pos-start)*vocab : (pos-start+1)*vocab]
+		if first {
+			copy(row, b.logits)
+			b.tokens[pos+1] = argmax(b.logits)
+		} else if j := firstDifference(row, b.logits); j >= 0 {
+			return fmt.Errorf("position %d: logit %d is %v at %d threads and %v at %d threads; the thread count must not change a bit",
+				pos, j, b.logits[j], th, row[j], b.opts.Threads[(start/b.opts.Block+round)%len(b.opts.Threads)])
+		}
+	}
+	return nil
 }
 
 // roundBandwidth is the read bandwidth at each count for one round: the
@@ -224,11 +275,25 @@ func checkTokenScaling(w *model.Weights, opts TokenScalingOptions) error {
 	if opts.Positions < 1 || opts.Positions > w.Config.SeqLen {
 		return fmt.Errorf("positions %d: want 1 to the context, %d", opts.Positions, w.Config.SeqLen)
 	}
+	if opts.Block < 1 || opts.Block > opts.Positions {
+		return fmt.Errorf("block %d: want 1 to the positions, %d", opts.Block, opts.Positions)
+	}
+	// The first count's logits of a block are kept to check the others'.
+	if keep, err := tensor.MulSize(opts.Block, w.Config.VocabSize); err != nil || keep > maxBlockLogits {
+		return fmt.Errorf("block %d: %d positions of a %d-token vocabulary's logits would be kept, at most %d values", opts.Block, opts.Block, w.Config.VocabSize, maxBlockLogits)
+	}
 	return nil
 }
 
+// maxBlockLogits bounds the logits DecodeByToken keeps for a block (64 MiB
+// of float32): 524 positions of a 32000-token vocabulary, 110 of Qwen's.
+const maxBlockLogits = 16 << 20
+
 func summarizeTokens(opts TokenScalingOptions, secs, roundSecs, bws [][]float64, weightBytes float64) TokenScaling {
-	res := TokenScaling{Mode: "decode, token by token", Threads: slices.Clone(opts.Threads), Positions: opts.Positions, Rounds: opts.Rounds - 1}
+	res := TokenScaling{Mode: "decode, token by token", Threads: slices.Clone(opts.Threads), Positions: opts.Positions, Block: opts.Block, Rounds: opts.Rounds - 1}
+	if opts.Block > 1 {
+		res.Mode = fmt.Sprintf("decode, blocks of %d tokens", opts.Block)
+	}
 	tokens := float64(opts.Positions * (opts.Rounds - 1))
 	totals := make([]float64, len(secs))
 	for i, perPos := range secs {
@@ -266,7 +331,11 @@ func summarizeTokens(opts TokenScalingOptions, secs, roundSecs, bws [][]float64,
 // String is a table: a row per thread count.
 func (s TokenScaling) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s: %d positions x %d rounds after a warm-up round, every position at each count in turn\n", s.Mode, s.Positions, s.Rounds)
+	each := "every position"
+	if s.Block > 1 {
+		each = fmt.Sprintf("every block of %d positions", s.Block)
+	}
+	fmt.Fprintf(&b, "%s: %d positions x %d rounds after a warm-up round, %s at each count in turn\n", s.Mode, s.Positions, s.Rounds, each)
 	fmt.Fprintf(&b, "%-8s %-10s %-30s %-28s %s\n", "threads", "tok/s", fmt.Sprintf("vs %d threads (positions 10-90%%)", s.Threads[0]),
 		"weights GB/s, share of read", fmt.Sprintf("read bandwidth vs %d", s.Threads[0]))
 	for i, th := range s.Threads {

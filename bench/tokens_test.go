@@ -9,6 +9,7 @@ import (
 
 	"github.com/seamlm/seam/kernels"
 	"github.com/seamlm/seam/loader"
+	"github.com/seamlm/seam/model"
 )
 
 // DecodeByToken times every position at each count, reports the passes
@@ -99,10 +100,54 @@ func TestDecodeByToken(t *testing.T) {
 		{TokenScalingOptions{Threads: []int{1, 2}, Rounds: 1}, "rounds 1: want at least 2"},
 		{TokenScalingOptions{Threads: []int{1, 2}, Positions: 65}, "positions 65: want 1 to the context, 64"},
 		{TokenScalingOptions{Threads: []int{1, 2}, Bandwidth: []float64{30}}, "want one figure per thread count"},
+		{TokenScalingOptions{Threads: []int{1, 2}, Positions: 8, Block: 9}, "block 9: want 1 to the positions, 8"},
+		{TokenScalingOptions{Threads: []int{1, 2}, Positions: 8, Block: -1}, "block -1: want 1 to the positions, 8"},
 	} {
 		if _, err := DecodeByToken(m.Weights, c.opts); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want %q", c.opts, err, c.want)
 		}
+	}
+}
+
+// With a block, each count decodes that many positions in a row (the last
+// block shorter), every position is still timed at every count, and the
+// result says so.
+func TestDecodeByTokenBlocks(t *testing.T) {
+	m, err := loader.Open(tinyGGUF(t), loader.Options{NoTokenizer: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	res, err := DecodeByToken(m.Weights, TokenScalingOptions{Threads: []int{1, 2}, Positions: 12, Rounds: 3, Block: 5, Bandwidth: []float64{30, 60}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Mode != "decode, blocks of 5 tokens" || res.Block != 5 || res.Positions != 12 || res.Rounds != 2 {
+		t.Errorf("%+v", res)
+	}
+	for i := range 2 {
+		if !(res.TokS[i] > 0) || !(res.RatioP10[i] > 0) || !(res.RatioP10[i] <= res.RatioP90[i]) {
+			t.Errorf("count %d: tok/s %v ratio %v (%v-%v): a position went untimed", i, res.TokS[i], res.Ratio[i], res.RatioP10[i], res.RatioP90[i])
+		}
+	}
+	if !strings.Contains(res.String(), "every block of 5 positions at each count in turn") {
+		t.Errorf("table:\n%s", res)
+	}
+	one, err := DecodeByToken(m.Weights, TokenScalingOptions{Threads: []int{1, 2}, Positions: 4, Rounds: 2, Bandwidth: []float64{30, 60}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if one.Mode != "decode, token by token" || one.Block != 1 {
+		t.Errorf("no block given: mode %q, block %d, want token by token and 1", one.Mode, one.Block)
+	}
+	// The first count's logits of a block are kept: their size is capped.
+	wide := &model.Weights{Config: model.Config{SeqLen: 4096, VocabSize: 1 << 20}}
+	err = checkTokenScaling(wide, TokenScalingOptions{Threads: []int{1, 2}, Rounds: 2, Positions: 64, Block: 64})
+	if err == nil || !strings.Contains(err.Error(), "block 64: 64 positions of a 1048576-token vocabulary's logits would be kept, at most 16777216 values") {
+		t.Errorf("a block of 64 positions of a million logits: %v", err)
+	}
+	if err := checkTokenScaling(wide, TokenScalingOptions{Threads: []int{1, 2}, Rounds: 2, Positions: 64, Block: 16}); err != nil {
+		t.Errorf("16 positions of a million logits, 64 MiB: %v", err)
 	}
 }
 

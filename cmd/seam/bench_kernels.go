@@ -121,10 +121,10 @@ per second over the timed runs. GB/s counts the weights once per run.
 
 func newBenchThreadsCmd() *cobra.Command {
 	var model, counts, bandwidths string
-	var rounds, steps, warmup, tokens int
+	var rounds, steps, warmup, tokens, block int
 	var prefill, perToken, asJSON bool
 	cmd := &cobra.Command{
-		Use:   "threads --model M [--threads 1,N] [--rounds 6] [--prefill | --per-token] [--json]",
+		Use:   "threads --model M [--threads 1,N] [--rounds 6] [--prefill | --per-token [--block B]] [--json]",
 		Short: "A/B of decode (or prefill) speed across thread counts, alternated in one process",
 		Long: `Threads measures how the speed of bench decode (or, with --prefill, bench
 prefill) changes with the worker count: every round runs the workload once
@@ -157,7 +157,11 @@ count then always has a neighbour in time at the other, so a machine
 whose speed moves from minute to minute moves both sides alike. Before
 each token at more than one thread, an untimed empty parallel region wakes
 the helper threads, which the token before, at one thread, left asleep: a
-continuous decode never waits for them. The
+continuous decode never waits for them. --block B alternates blocks of B
+consecutive positions instead of single tokens: every token at more than
+one thread then follows one at the same count, as in a continuous decode,
+where single tokens can flatter a change to what the threads do between
+tokens (docs/performance.md measured both). The
 ratio is the baseline's total time over each count's, with the 10th and
 90th percentiles of the same ratio per position. Every count's logits are
 checked bit for bit against the first count's. The read bandwidth is
@@ -168,7 +172,8 @@ refused.`,
 		Example: `  seam bench threads --model stories110m-q4_0.gguf
   seam bench threads --model model.gguf --threads 1,2,4 --rounds 8 --json
   seam bench threads --model model.gguf --prefill --tokens 128
-  seam bench threads --model model.gguf --per-token --rounds 17 -n 128`,
+  seam bench threads --model model.gguf --per-token --rounds 17 -n 128
+  seam bench threads --model model.gguf --per-token --block 32 --rounds 9`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ths, err := threadCounts(counts)
@@ -179,6 +184,8 @@ refused.`,
 				if err := perTokenFlags(cmd, prefill); err != nil {
 					return err
 				}
+			} else if cmd.Flags().Changed("block") {
+				return fmt.Errorf("--block applies with --per-token only (run by run, each run is -n positions in a row)")
 			}
 			m, err := loader.Open(model, modelOpts(loader.Options{NoTokenizer: true}))
 			if err != nil {
@@ -214,7 +221,7 @@ refused.`,
 			}
 			var res fmt.Stringer
 			if perToken {
-				res, err = bench.DecodeByToken(m.Weights, bench.TokenScalingOptions{Threads: ths, Positions: steps, Rounds: rounds,
+				res, err = bench.DecodeByToken(m.Weights, bench.TokenScalingOptions{Threads: ths, Positions: steps, Rounds: rounds, Block: block,
 					Bandwidth: opts.Bandwidth, Meter: opts.Meter, Progress: opts.Progress})
 			} else {
 				res, err = bench.MeasureScaling(run, opts)
@@ -236,6 +243,7 @@ refused.`,
 	fl.IntVar(&rounds, "rounds", 6, "rounds, the first a warm-up that is not reported (at least 2)")
 	fl.BoolVar(&prefill, "prefill", false, "time prompt processing (bench prefill) instead of decode")
 	fl.BoolVar(&perToken, "per-token", false, "decode only: alternate the counts token by token (-n positions a round) instead of run by run")
+	fl.IntVar(&block, "block", 1, "with --per-token: consecutive positions each count decodes before the next count takes them")
 	fl.IntVarP(&steps, "steps", "n", 128, "decode steps to time per run (with --per-token: positions per round)")
 	fl.IntVar(&warmup, "warmup", 8, "untimed decode steps first in every run")
 	fl.IntVar(&tokens, "tokens", 128, "with --prefill: the prompt length")

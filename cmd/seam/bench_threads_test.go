@@ -62,6 +62,18 @@ func TestBenchThreads(t *testing.T) {
 		res.Ratio[0] != 1 || !(res.Ratio[1] > 0) || res.BandwidthGBs[1] != 60 || !(res.Fraction[1] > 0) {
 		t.Errorf("--per-token: %+v", res)
 	}
+	// --block: blocks of positions at each count, said in the result.
+	out, stderr, err = seamAll(t, "bench", "threads", "--model", model, "--threads", "1,2", "--per-token", "--block", "4", "--rounds", "2", "-n", "10", "--bandwidth", "30,60", "--json")
+	if err != nil {
+		t.Fatalf("--block: %v\n%s", err, stderr)
+	}
+	var blocks bench.TokenScaling
+	if err := json.Unmarshal([]byte(out), &blocks); err != nil {
+		t.Fatalf("--block: %v in %q", err, out)
+	}
+	if blocks.Mode != "decode, blocks of 4 tokens" || blocks.Block != 4 || blocks.Positions != 10 || !(blocks.TokS[1] > 0) {
+		t.Errorf("--block 4: %+v", blocks)
+	}
 	for _, c := range []struct {
 		args []string
 		want string
@@ -71,6 +83,8 @@ func TestBenchThreads(t *testing.T) {
 		{[]string{"--threads", "1,2", "--per-token", "--warmup", "2"}, "--warmup does not apply with --per-token"},
 		{[]string{"--threads", "1,2", "--per-token", "--tokens", "16"}, "--tokens does not apply with --per-token"},
 		{[]string{"--threads", "1,2", "--per-token", "-n", "100000"}, "positions 100000: want 1 to the context"},
+		{[]string{"--threads", "1,2", "--per-token", "--block", "5"}, "block 5: want 1 to the positions, 4"},
+		{[]string{"--threads", "1,2", "--block", "2"}, "--block applies with --per-token only"},
 		{[]string{"--threads", "0,2"}, "--threads \"0,2\": want comma-separated positive integers"},
 		{[]string{"--threads", "1,2", "--bandwidth", "30"}, "want one figure per thread count (2)"},
 		{[]string{"--threads", "1,2", "--bandwidth", "30,x"}, "--bandwidth \"30,x\": want comma-separated numbers"},
