@@ -158,10 +158,11 @@ whose speed moves from minute to minute moves both sides alike. Before
 each token at more than one thread, an untimed empty parallel region wakes
 the helper threads, which the token before, at one thread, left asleep: a
 continuous decode never waits for them. --block B alternates blocks of B
-consecutive positions instead of single tokens: every token at more than
-one thread then follows one at the same count, as in a continuous decode,
-where single tokens can flatter a change to what the threads do between
-tokens (docs/performance.md measured both). The
+consecutive positions instead of single tokens (the helpers woken before
+each block): every token but a block's first then follows one at the same
+count, as in a continuous decode, where single tokens can flatter a change
+to what the threads do between tokens (docs/performance.md measured both).
+The
 ratio is the baseline's total time over each count's, with the 10th and
 90th percentiles of the same ratio per position. Every count's logits are
 checked bit for bit against the first count's. The read bandwidth is
