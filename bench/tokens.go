@@ -127,9 +127,9 @@ func DecodeByToken(w *model.Weights, opts TokenScalingOptions) (TokenScaling, er
 		b.tokens[0] = 1
 		for start := 0; start < opts.Positions; start += opts.Block {
 			end := min(start+opts.Block, opts.Positions)
+			first := (start/opts.Block + round) % n // the count that goes first
 			for k := range n {
-				i := (k + start/opts.Block + round) % n
-				if err := b.decode(round, i, k == 0, start, end, took); err != nil {
+				if err := b.decode(round, (first+k)%n, first, start, end, took); err != nil {
 					return TokenScaling{}, err
 				}
 			}
@@ -168,8 +168,10 @@ func (b *blockRun) init(c *model.Config) {
 }
 
 // decode times positions [start, end) at count i, each token alone, and
-// adds them to took[i] and, after the warm-up round, to secs.
-func (b *blockRun) decode(round, i int, first bool, start, end int, took []float64) error {
+// adds them to took[i] and, after the warm-up round, to secs. Count
+// firstCount decoded the block first: its logits are kept, and the other
+// counts' checked against them.
+func (b *blockRun) decode(round, i, firstCount, start, end int, took []float64) error {
 	th := b.opts.Threads[i]
 	kernels.SetThreads(th)
 	wakeHelpers(th)
@@ -185,12 +187,12 @@ func (b *blockRun) decode(round, i int, first bool, start, end int, took []float
 			b.secs[i][pos] += d
 		}
 		row := b.first[(pos-start)*vocab : (pos-start+1)*vocab]
-		if first {
+		if i == firstCount {
 			copy(row, b.logits)
 			b.tokens[pos+1] = argmax(b.logits)
 		} else if j := firstDifference(row, b.logits); j >= 0 {
 			return fmt.Errorf("position %d: logit %d is %v at %d threads and %v at %d threads; the thread count must not change a bit",
-				pos, j, b.logits[j], th, row[j], b.opts.Threads[(start/b.opts.Block+round)%len(b.opts.Threads)])
+				pos, j, b.logits[j], th, row[j], b.opts.Threads[firstCount])
 		}
 	}
 	return nil
