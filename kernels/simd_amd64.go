@@ -340,3 +340,32 @@ func axpyRowsSIMD(y, a, m []float32, stride int) bool {
 	}
 	return true
 }
+
+//go:noescape
+func rotatePairsAVX2(v, cos, sin *float32, n int)
+
+//go:noescape
+func rotateHalvesAVX2(a, b, cos, sin *float32, n int)
+
+// rotatePairsSIMD turns the first pairs of RotatePairs, a multiple of 8 of
+// them, and returns how many (0 without SIMD).
+func rotatePairsSIMD(v, cos, sin []float32) int {
+	n := len(cos) &^ 7
+	if simdLevel < simdAVX2 || n == 0 {
+		return 0
+	}
+	_, _ = v[2*n-1], sin[n-1]
+	rotatePairsAVX2(&v[0], &cos[0], &sin[0], n)
+	return n
+}
+
+// rotateHalvesSIMD is rotatePairsSIMD for RotateHalves.
+func rotateHalvesSIMD(a, b, cos, sin []float32) int {
+	n := len(cos) &^ 7
+	if simdLevel < simdAVX2 || n == 0 {
+		return 0
+	}
+	_, _, _ = a[n-1], b[n-1], sin[n-1]
+	rotateHalvesAVX2(&a[0], &b[0], &cos[0], &sin[0], n)
+	return n
+}

@@ -69,3 +69,7 @@ func axpyRowsSIMD([]float32, []float32, []float32, int) bool { return false }
 func unpackRowSIMD(*tensor.Tensor, int, []byte, []float32) bool { return false }
 
 func interleaveSIMD([]byte, []float32, int, int, []byte) bool { return false }
+
+func rotatePairsSIMD([]float32, []float32, []float32) int { return 0 }
+
+func rotateHalvesSIMD([]float32, []float32, []float32, []float32) int { return 0 }

@@ -224,11 +224,12 @@ func TestExpSIMDMatchesGo(t *testing.T) {
 	for len(x)%4 != 0 {
 		x = append(x, 1)
 	}
-	// 2k and 2k+1 vectors at both widths (the loops do two vectors at a
-	// time, then a last one alone), each ending with the special values.
+	// Every count of vectors modulo 4 at both widths (the AVX-512 loop
+	// does four vectors at a time, then two, then a last one alone; the
+	// AVX2 loop two, then one), each run ending with the special values.
 	levelsCovered(t, func(level int) {
 		for _, neg := range []bool{false, true} {
-			for skip := 0; skip < 16; skip += 4 {
+			for skip := 0; skip < 32; skip += 4 {
 				checkExpSIMD(t, level, x[skip:], neg)
 			}
 		}
@@ -257,8 +258,8 @@ func checkExpSIMD(t *testing.T, level int, x []float32, neg bool) {
 // SwiGLU gives, at every level, the bits of its definition's float32
 // operations, g / (1 + Exp(-g)) * u, each rounded: gates over Exp's whole
 // range and its special values, up values with signs, zeros, infinities
-// and NaN, and lengths that leave the AVX-512 loop's pairs of vectors, a
-// single vector and a scalar tail.
+// and NaN, and lengths that leave the AVX-512 loop's fours of vectors,
+// a pair, a single vector and a scalar tail.
 func TestSwiGLUSIMDMatchesDefinition(t *testing.T) {
 	rng := rand.New(rand.NewPCG(73, 73))
 	var g, u []float32
@@ -274,7 +275,7 @@ func TestSwiGLUSIMDMatchesDefinition(t *testing.T) {
 		}
 	}
 	levelsCovered(t, func(level int) {
-		for _, n := range []int{1, 7, 8, 15, 16, 24, 31, 40, len(g)} {
+		for _, n := range []int{1, 7, 8, 15, 16, 24, 31, 32, 40, 48, 56, 63, len(g)} {
 			// The first n values (random gates) or all (the specials
 			// last): the specials alone are mostly NaN gates, whose result
 			// is NaN whatever the exponential.

@@ -280,6 +280,27 @@ func (kv *kvCache) store(l, p int, key, val []float32) {
 	}
 }
 
+// prefetchRows asks for the rows that store will write position p's keys
+// and values of layer l into, every KV head's: a fresh position's rows lie
+// in lines no cache holds, and each store into them would first wait for
+// its line to be read.
+func (kv *kvCache) prefetchRows(l, p int) {
+	b, off, hd := p/kv.block, p%kv.block, kv.headDim
+	if b >= kv.blocks() {
+		return // not ensured yet: store will not run before it is
+	}
+	for h := 0; h*hd < kv.width; h++ {
+		at := (h*kv.block + off) * hd
+		if kv.half {
+			kernels.Prefetch(kv.hkeys[l][b][at : at+hd])
+			kernels.Prefetch(kv.hvals[l][b][at : at+hd])
+			continue
+		}
+		kernels.Prefetch(kv.keys[l][b][at : at+hd])
+		kernels.Prefetch(kv.vals[l][b][at : at+hd])
+	}
+}
+
 // headRows is where KV head h's rows lie in a block (block x headDim
 // values, of which the first n rows are filled when the block is the last).
 func (kv *kvCache) headRows(h int) (lo, hi int) {

@@ -3,6 +3,8 @@ package model
 import (
 	"fmt"
 	"math"
+
+	"github.com/seamlm/seam/kernels"
 )
 
 // RopeTable returns cos and sin of the rotation angle of every (position,
@@ -46,24 +48,10 @@ func (m *Model) rope(v []float32, pos int) {
 	sin := m.ropeSin[pos*pairs : (pos+1)*pairs]
 	for h := 0; h+hd <= len(v); h += hd {
 		if c.RopeNeox {
-			rotate(v[h:h+pairs], v[h+pairs:h+2*pairs], 1, cos, sin)
+			kernels.RotateHalves(v[h:h+pairs], v[h+pairs:h+2*pairs], cos, sin)
 		} else {
-			rotate(v[h:h+2*pairs], v[h+1:h+2*pairs], 2, cos, sin)
+			kernels.RotatePairs(v[h:h+2*pairs], cos, sin)
 		}
-	}
-}
-
-// rotate turns the pairs (a[k*stride], b[k*stride]) by the angle whose cosine
-// and sine are cos[k], sin[k].
-func rotate(a, b []float32, stride int, cos, sin []float32) {
-	for k := range cos {
-		i := k * stride
-		// The conversions round each product, which forbids the compiler
-		// from fusing them into FMAs on some architectures: every stage
-		// must compute the same bits.
-		x, y := a[i], b[i]
-		a[i] = float32(x*cos[k]) - float32(y*sin[k])
-		b[i] = float32(x*sin[k]) + float32(y*cos[k])
 	}
 }
 
