@@ -25,7 +25,8 @@ func RotatePairs(v, cos, sin []float32) {
 }
 
 // RotateHalves turns the len(cos) pairs (a[k], b[k]) as RotatePairs turns
-// (v[2k], v[2k+1]). It panics when a, b or sin are shorter than cos.
+// (v[2k], v[2k+1]); a and b must not overlap. It panics when len(sin) !=
+// len(cos) or a or b is shorter than cos.
 func RotateHalves(a, b, cos, sin []float32) {
 	if len(sin) != len(cos) || len(a) < len(cos) || len(b) < len(cos) {
 		panic(fmt.Sprintf("kernels.RotateHalves: %d and %d values for %d cosines and %d sines", len(a), len(b), len(cos), len(sin)))
