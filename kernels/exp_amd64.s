@@ -183,8 +183,8 @@ GLOBL oneF4<>(SB), RODATA|NOPTR, $16
 	VMULPS  up, T, T; \
 	VMOVUPS T, gate
 
-// SWIGLUB is SWIGLU with 1.0 broadcast from memory (EXP8X4 leaves no
-// register for it).
+// SWIGLUB is SWIGLU with 1.0 broadcast from memory, for the AVX-512
+// loop (EXP8X4 leaves no register for it).
 #define SWIGLUB(gate, up, E, T) \
 	VADDPS.BCST oneF4<>(SB), E, E; \
 	VMOVUPS     gate, T; \
@@ -409,7 +409,7 @@ TEXT ·swigluAVX512(SB), NOSPLIT, $0-24
 
 swigluquad:
 	CMPQ CX, $4
-	JB   swiglurest
+	JB   swiglupair
 	EXP8X4((SI), 32(SI), 64(SI), 96(SI))
 	SWIGLUB((SI), (DX), Y2, Y16)
 	SWIGLUB(32(SI), 32(DX), Y6, Y16)
@@ -420,15 +420,12 @@ swigluquad:
 	SUBQ $4, CX
 	JMP  swigluquad
 
-swiglurest:
-	VBROADCASTSS oneF4<>(SB), Y9 // after the quad loop, which uses Y9
-
 swiglupair:
 	CMPQ CX, $2
 	JB   swigluone
 	EXP8X2((SI), 32(SI))
-	SWIGLU(Y9, (SI), (DX), Y8, Y7)
-	SWIGLU(Y9, 32(SI), 32(DX), Y18, Y17)
+	SWIGLUB((SI), (DX), Y8, Y7)
+	SWIGLUB(32(SI), 32(DX), Y18, Y17)
 	ADDQ $64, SI
 	ADDQ $64, DX
 	SUBQ $2, CX
@@ -438,7 +435,7 @@ swigluone:
 	TESTQ CX, CX
 	JZ    swigludone
 	EXP8((SI))
-	SWIGLU(Y9, (SI), (DX), Y8, Y7)
+	SWIGLUB((SI), (DX), Y8, Y7)
 
 swigludone:
 	VZEROUPPER

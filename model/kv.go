@@ -261,12 +261,18 @@ func (kv *kvCache) bytes() int64 { return int64(kv.blocks()) * kv.blockBytes() }
 // one head's rows at a time, and this way they are one contiguous run of
 // memory rather than headDim values every KVDim.
 
+// rowAt is where KV head h's row for position p lies: in block b, from
+// index at (the same in a float32 block and an f16 one).
+func (kv *kvCache) rowAt(p, h int) (b, at int) {
+	return p / kv.block, (h*kv.block + p%kv.block) * kv.headDim
+}
+
 // store writes position p's key and value rows of layer l (index into the
 // held layers), rounding them to f16 in a half cache.
 func (kv *kvCache) store(l, p int, key, val []float32) {
-	b, off, hd := p/kv.block, p%kv.block, kv.headDim
+	hd := kv.headDim
 	for h := 0; h*hd < kv.width; h++ {
-		at := (h*kv.block + off) * hd
+		b, at := kv.rowAt(p, h)
 		k, v := key[h*hd:(h+1)*hd], val[h*hd:(h+1)*hd]
 		if !kv.half {
 			copy(kv.keys[l][b][at:at+hd], k)
@@ -285,12 +291,12 @@ func (kv *kvCache) store(l, p int, key, val []float32) {
 // in lines no cache holds, and each store into them would first wait for
 // its line to be read.
 func (kv *kvCache) prefetchRows(l, p int) {
-	b, off, hd := p/kv.block, p%kv.block, kv.headDim
-	if b >= kv.blocks() {
+	if p/kv.block >= kv.blocks() {
 		return // not ensured yet: store will not run before it is
 	}
+	hd := kv.headDim
 	for h := 0; h*hd < kv.width; h++ {
-		at := (h*kv.block + off) * hd
+		b, at := kv.rowAt(p, h)
 		if kv.half {
 			kernels.Prefetch(kv.hkeys[l][b][at : at+hd])
 			kernels.Prefetch(kv.hvals[l][b][at : at+hd])
