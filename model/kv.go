@@ -297,13 +297,8 @@ func (kv *kvCache) prefetchRows(l, p int) {
 	hd := kv.headDim
 	for h := 0; h*hd < kv.width; h++ {
 		b, at := kv.rowAt(p, h)
-		if kv.half {
-			kernels.Prefetch(kv.hkeys[l][b][at : at+hd])
-			kernels.Prefetch(kv.hvals[l][b][at : at+hd])
-			continue
-		}
-		kernels.Prefetch(kv.keys[l][b][at : at+hd])
-		kernels.Prefetch(kv.vals[l][b][at : at+hd])
+		kv.prefetch(false, l, b, at, at+hd)
+		kv.prefetch(true, l, b, at, at+hd)
 	}
 }
 
