@@ -262,9 +262,11 @@ func (kv *kvCache) bytes() int64 { return int64(kv.blocks()) * kv.blockBytes() }
 // memory rather than headDim values every KVDim.
 
 // rowAt is where KV head h's row for position p lies: in block b, from
-// index at (the same in a float32 block and an f16 one).
+// index at (the same in a float32 block and an f16 one), within the head's
+// rows of the block (headRows).
 func (kv *kvCache) rowAt(p, h int) (b, at int) {
-	return p / kv.block, (h*kv.block + p%kv.block) * kv.headDim
+	lo, _ := kv.headRows(h)
+	return p / kv.block, lo + p%kv.block*kv.headDim
 }
 
 // store writes position p's key and value rows of layer l (index into the
